@@ -1,0 +1,88 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// awsFile is the Amazon VPC CNI's CheckpointData (pkg/ipamd/datastore).
+type awsFile struct {
+	Version     string            `json:"version"`
+	Allocations []json.RawMessage `json:"allocations"`
+}
+
+// awsEntry is the Amazon VPC CNI's CheckpointEntry: the IPAMKey fields
+// inline, one address, the time it was assigned as Unix nanoseconds
+// (AssignedTime.UnixNano()), and the pod's name.
+type awsEntry struct {
+	NetworkName         string `json:"networkName"`
+	ContainerID         string `json:"containerID"`
+	IfName              string `json:"ifName"`
+	IPv4                string `json:"ipv4"`
+	IPv6                string `json:"ipv6"`
+	AllocationTimestamp int64  `json:"allocationTimestamp"`
+	Metadata            struct {
+		K8SPodNamespace string `json:"k8sPodNamespace"`
+		K8SPodName      string `json:"k8sPodName"`
+	} `json:"metadata"`
+}
+
+// decodeAWS reads the Amazon VPC CNI's checkpoint. Unknown fields are
+// ignored, since we do not control that writer; everything we use is
+// checked as strictly as our own format.
+func decodeAWS(data []byte) (State, error) {
+	var f awsFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return State{}, describe(err, data, "")
+	}
+	s := State{Entries: make([]Entry, 0, len(f.Allocations))}
+	for i, raw := range f.Allocations {
+		where := fmt.Sprintf("allocations[%d]", i)
+		var e awsEntry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return State{}, describe(err, raw, where)
+		}
+		got, err := e.toEntry()
+		if err != nil {
+			return State{}, fmt.Errorf("%s: %w", where, err)
+		}
+		s.Entries = append(s.Entries, got)
+	}
+	if err := checkUnique(s.Entries, "allocations"); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+func (e awsEntry) toEntry() (Entry, error) {
+	key := ipam.Key{Network: e.NetworkName, ContainerID: e.ContainerID, IfName: e.IfName}
+	if err := checkKey(key); err != nil {
+		return Entry{}, err
+	}
+	if e.IPv6 != "" {
+		return Entry{}, fmt.Errorf("ipv6 %q: the node ran the Amazon VPC CNI in IPv6 mode, which vpcnet does not support", e.IPv6)
+	}
+	if e.IPv4 == "" {
+		return Entry{}, errors.New("no ipv4 address")
+	}
+	addr, err := parseAddr("ipv4", e.IPv4)
+	if err != nil {
+		return Entry{}, err
+	}
+	var at time.Time
+	// A zero timestamp means none was recorded; keep it unknown rather
+	// than claim 1970.
+	if e.AllocationTimestamp != 0 {
+		at = time.Unix(0, e.AllocationTimestamp).UTC()
+	}
+	return Entry{
+		Key:        key,
+		Addr:       addr,
+		Pod:        ipam.Pod{Namespace: e.Metadata.K8SPodNamespace, Name: e.Metadata.K8SPodName},
+		AssignedAt: at,
+	}, nil
+}

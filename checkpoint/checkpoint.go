@@ -1,0 +1,106 @@
+// Package checkpoint is the codec of the agent's durable record of who
+// holds which address. It turns a State into bytes and back and refuses
+// anything it cannot trust: truncated or corrupt input, an unknown version,
+// an owner recorded twice, an address held by two owners. It also reads the
+// Amazon VPC CNI's checkpoint so a node can switch over in place.
+//
+// The package does no I/O and reads no clock (a test enforces it); the
+// file handling lives in checkpoint/disk.
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// Version is the format Encode writes and Decode reads.
+const Version = "vpcnet/1"
+
+// AWSVersion is the format of the Amazon VPC CNI's checkpoint
+// (/var/run/aws-node/ipam.json), which Decode also reads.
+const AWSVersion = "vpc-cni-ipam/1"
+
+// State is every assignment on the node. Decode returns the entries sorted
+// by address; Encode accepts them in any order.
+type State struct {
+	Entries []Entry
+}
+
+// Entry is one address held by one owner.
+type Entry struct {
+	Key  ipam.Key
+	Addr netip.Addr
+	Pod  ipam.Pod
+	// AssignedAt is when the address was handed out. It is the zero time
+	// for entries migrated from an Amazon VPC CNI checkpoint that did not
+	// record one.
+	AssignedAt time.Time
+}
+
+// file is the vpcnet/1 document.
+type file struct {
+	Version     string            `json:"version"`
+	Assignments []json.RawMessage `json:"assignments"`
+}
+
+// entry is one vpcnet/1 assignment.
+type entry struct {
+	Network      string `json:"network"`
+	ContainerID  string `json:"containerID"`
+	IfName       string `json:"ifName"`
+	Address      string `json:"address"`
+	PodNamespace string `json:"podNamespace,omitempty"`
+	PodName      string `json:"podName,omitempty"`
+	AssignedAt   string `json:"assignedAt"`
+}
+
+// Encode returns s as a vpcnet/1 document, one assignment per line sorted
+// by address so that files diff cleanly. It refuses a state that Decode
+// would refuse, so a bug upstream can never write a checkpoint the agent
+// cannot read back.
+func Encode(s State) ([]byte, error) {
+	for i, e := range s.Entries {
+		if err := checkEntry(e); err != nil {
+			return nil, fmt.Errorf("checkpoint: encode Entries[%d]: %w", i, err)
+		}
+		if y := e.AssignedAt.UTC().Year(); y < 0 || y > 9999 {
+			return nil, fmt.Errorf("checkpoint: encode Entries[%d]: assigned-at time %s is outside years 0-9999", i, e.AssignedAt)
+		}
+	}
+	if err := checkUnique(s.Entries, "Entries"); err != nil {
+		return nil, fmt.Errorf("checkpoint: encode: %w", err)
+	}
+	sorted := slices.Clone(s.Entries)
+	slices.SortFunc(sorted, func(a, b Entry) int { return a.Addr.Compare(b.Addr) })
+
+	var b bytes.Buffer
+	b.Grow(64 + 200*len(sorted))
+	fmt.Fprintf(&b, "{\"version\":%q,\"assignments\":[", Version)
+	for i, e := range sorted {
+		line, err := json.Marshal(entry{
+			Network:      e.Key.Network,
+			ContainerID:  e.Key.ContainerID,
+			IfName:       e.Key.IfName,
+			Address:      e.Addr.String(),
+			PodNamespace: e.Pod.Namespace,
+			PodName:      e.Pod.Name,
+			AssignedAt:   e.AssignedAt.UTC().Format(time.RFC3339Nano),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: encode %s: %w", e.Key, err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n")
+		b.Write(line)
+	}
+	b.WriteString("\n]}\n")
+	return b.Bytes(), nil
+}

@@ -1,0 +1,85 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// checkEntry reports what makes e unfit to be an assignment.
+func checkEntry(e Entry) error {
+	if err := checkKey(e.Key); err != nil {
+		return err
+	}
+	if !e.Addr.IsValid() {
+		return errors.New("no address")
+	}
+	if !e.Addr.Is4() {
+		return fmt.Errorf("address %q is not an IPv4 address", e.Addr)
+	}
+	return checkUnicast(e.Addr)
+}
+
+// checkKey requires every part of the owner key: CNI identifies an
+// attachment by all three, and a partial key would match the wrong one.
+func checkKey(k ipam.Key) error {
+	switch {
+	case k.Network == "":
+		return errors.New("owner has no network name")
+	case k.ContainerID == "":
+		return errors.New("owner has no container id")
+	case k.IfName == "":
+		return errors.New("owner has no interface name")
+	}
+	return nil
+}
+
+// checkUnicast refuses the addresses no pod can hold, which can only
+// appear through corruption.
+func checkUnicast(a netip.Addr) error {
+	if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() || a == broadcast {
+		return fmt.Errorf("address %s is not a unicast address a pod can hold", a)
+	}
+	return nil
+}
+
+// parseAddr parses an address as written in a checkpoint.
+func parseAddr(field, s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, fmt.Errorf("no %s", field)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, fmt.Errorf("%s %q is not an IPv4 address", field, s)
+	}
+	if err := checkUnicast(a); err != nil {
+		return netip.Addr{}, err
+	}
+	return a, nil
+}
+
+// checkUnique refuses two entries with one owner and two owners of one
+// address. Either means the record is corrupt: trusting it would hand an
+// address to two pods or lose track of one. list names the entries in
+// errors ("assignments" gives "assignments[3]").
+func checkUnique(entries []Entry, list string) error {
+	byKey := make(map[ipam.Key]int, len(entries))
+	byAddr := make(map[netip.Addr]int, len(entries))
+	for i, e := range entries {
+		if j, ok := byKey[e.Key]; ok {
+			return fmt.Errorf("%s[%d] and %s[%d] both record owner %s (addresses %s and %s); an owner holds one address",
+				list, j, list, i, e.Key, entries[j].Addr, e.Addr)
+		}
+		if j, ok := byAddr[e.Addr]; ok {
+			return fmt.Errorf("address %s is held by two owners: %s[%d] (%s) and %s[%d] (%s)",
+				e.Addr, list, j, entries[j].Key, list, i, e.Key)
+		}
+		byKey[e.Key] = i
+		byAddr[e.Addr] = i
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package cniconf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+)
+
+func TestInstalledConfigIsAValidConflistForLibcni(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		plugins []string
+	}{
+		{"plugin alone", Options{NetworkName: "vpcnet", Socket: "/run/vpcnet/vpcnetd.sock"}, []string{"vpcnet"}},
+		{"chained", Options{NetworkName: "vpcnet", Socket: "/s", PortMap: true, Bandwidth: true}, []string{"vpcnet", "portmap", "bandwidth"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := Install(dir, DefaultName, tt.opts); err != nil {
+				t.Fatal(err)
+			}
+			list, err := libcni.ConfListFromFile(filepath.Join(dir, DefaultName))
+			if err != nil {
+				t.Fatalf("libcni cannot parse the installed config: %v", err)
+			}
+			if list.Name != tt.opts.NetworkName {
+				t.Errorf("network name = %q, want %q", list.Name, tt.opts.NetworkName)
+			}
+			var got []string
+			for _, p := range list.Plugins {
+				got = append(got, p.Network.Type)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.plugins, ",") {
+				t.Errorf("plugins = %v, want %v", got, tt.plugins)
+			}
+			if !strings.Contains(string(list.Plugins[0].Bytes), tt.opts.Socket) {
+				t.Errorf("vpcnet entry does not carry the socket %s: %s", tt.opts.Socket, list.Plugins[0].Bytes)
+			}
+		})
+	}
+}
+
+func TestRenderRefusesIncompleteOptions(t *testing.T) {
+	for _, opts := range []Options{{Socket: "/s"}, {NetworkName: "vpcnet"}} {
+		if _, err := Render(opts); err == nil {
+			t.Errorf("Render(%+v) succeeded", opts)
+		}
+	}
+}
+
+func TestInstallCreatesTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etc", "cni", "net.d")
+	if err := Install(dir, DefaultName, Options{NetworkName: "vpcnet", Socket: "/s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, DefaultName)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,175 @@
+// Package config is the one place that reads the agent's settings. Each
+// setting is an environment variable; where the Amazon VPC CNI has the
+// same setting, it has the same name and meaning, so a cluster can switch
+// over with its manifests unchanged. The rest are named VPCNET_*.
+//
+// Load takes a lookup function rather than reading the environment itself
+// (main passes os.LookupEnv), and checks every setting before it returns:
+// one error lists each invalid variable, its value and what is allowed.
+// docs/settings.md is generated from the same table (go generate ./config).
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+//go:generate go test -run ^TestSettingsDocIsUpToDate$ -update
+
+// Config is the agent's effective settings.
+type Config struct {
+	// Warm pool and limits.
+	WarmENITarget    int
+	WarmIPTarget     int // 0: unset
+	MinimumIPTarget  int // 0: unset
+	WarmPrefixTarget int // 0: unset
+	MaxENI           int // -1: the instance type's limit
+	PrefixDelegation bool
+	// Cooldown is how long a freed address rests before another pod gets
+	// it, so stale routes elsewhere cannot misdeliver.
+	Cooldown time.Duration
+	// ENIGrace is how long a newly attached ENI is kept even when surplus.
+	ENIGrace time.Duration
+
+	// ENIConfig selection (custom networking).
+	CustomNetwork       bool
+	ENIConfigLabel      string
+	ENIConfigAnnotation string
+
+	// Host dataplane.
+	ExternalSNAT     bool
+	ExcludeSNATCIDRs []netip.Prefix
+	RandomizeSNAT    string // "prng", "hashrandom" or "none"
+	ENIMTU           int
+	PodMTU           int
+	VethPrefix       string
+
+	// Identity and tagging.
+	NodeName          string
+	ClusterName       string
+	AdditionalENITags map[string]string
+	StartupTaint      string // taint key removed once ready; empty: none
+
+	// Leaked ENI collection.
+	DisableLeakedENICleanup bool
+	LeakedENIGrace          time.Duration
+
+	// Serving.
+	LogLevel             slog.Level
+	DisableIntrospection bool
+	IntrospectionAddr    string // host:port or unix:/path
+	DisableMetrics       bool
+	MetricsAddr          string
+	Socket               string
+
+	// Files.
+	StateDir         string
+	CNIConfDir       string
+	CNIConfName      string
+	AWSCNICheckpoint string
+
+	// Cloud.
+	EC2Endpoint       string // empty: the SDK's endpoint for the region
+	IMDSEndpoint      string // empty: the SDK's default
+	EC2CallTimeout    time.Duration
+	AddWait           time.Duration
+	ReconcileInterval time.Duration
+}
+
+// CheckpointPath is the file where the agent records who holds which
+// address.
+func (c Config) CheckpointPath() string { return filepath.Join(c.StateDir, "checkpoint.json") }
+
+// CNIConfPath is the CNI configuration file the agent writes when ready.
+func (c Config) CNIConfPath() string { return filepath.Join(c.CNIConfDir, c.CNIConfName) }
+
+// Setting is one setting as the operator sees it.
+type Setting struct {
+	Name    string // environment variable
+	Value   string // effective value
+	Default string
+	Meaning string
+}
+
+// Problem is one invalid setting.
+type Problem struct {
+	Name    string
+	Value   string
+	Allowed string // what the value must be
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s=%q: %s", p.Name, p.Value, p.Allowed) }
+
+// Error lists every invalid setting found by Load.
+type Error struct {
+	Problems []Problem
+}
+
+// Error is one line, because that is what an operator reads in
+// `kubectl logs` of a crash-looping pod.
+func (e *Error) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "invalid settings: " + strings.Join(parts, "; ")
+}
+
+// Load reads every setting through lookup, which reports whether a
+// variable is set (os.LookupEnv). An empty value counts as unset, as in a
+// Kubernetes manifest's `value: ""`. On error the returned *Error names
+// every invalid variable.
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	var c Config
+	var problems []Problem
+	given := map[string]string{} // the variables set, with their values
+	for _, s := range settings {
+		v, ok := lookup(s.name)
+		if ok && v != "" {
+			given[s.name] = v
+		} else {
+			v = s.def
+		}
+		if err := s.set(&c, v); err != nil {
+			if _, ok := given[s.name]; !ok {
+				panic(fmt.Sprintf("config: default %q of %s is invalid: %v", s.def, s.name, err))
+			}
+			problems = append(problems, Problem{Name: s.name, Value: v, Allowed: err.Error()})
+		}
+	}
+	problems = append(problems, crossCheck(&c, given)...)
+	if len(problems) > 0 {
+		return c, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+// crossCheck fills in and validates settings that depend on others.
+func crossCheck(c *Config, given map[string]string) []Problem {
+	var problems []Problem
+	if c.PodMTU == 0 {
+		c.PodMTU = c.ENIMTU
+	} else if c.ENIMTU != 0 && c.PodMTU > c.ENIMTU {
+		problems = append(problems, Problem{"POD_MTU", given["POD_MTU"],
+			fmt.Sprintf("must not exceed AWS_VPC_ENI_MTU (%d): larger packets would be dropped leaving the node", c.ENIMTU)})
+	}
+	return problems
+}
+
+// Settings lists every setting with its effective value, in the order of
+// docs/settings.md.
+func (c Config) Settings() []Setting {
+	out := make([]Setting, len(settings))
+	for i, s := range settings {
+		def := s.def
+		if s.docDef != "" {
+			def = s.docDef
+		}
+		out[i] = Setting{Name: s.name, Value: s.get(&c), Default: def, Meaning: s.meaning}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// settings is every setting, in the order of docs/settings.md: the Amazon
+// VPC CNI's names first, then vpcnet's own.
+var settings = []setting{
+	intVar("WARM_ENI_TARGET", "1", "Free ENIs, with all their addresses, to keep attached beyond those in use. Ignored when WARM_IP_TARGET or MINIMUM_IP_TARGET is set.",
+		0, maxInt, func(c *Config) *int { return &c.WarmENITarget }),
+	intVar("WARM_IP_TARGET", "0", "Free addresses to keep ready for new pods; 0 leaves it unset. Overrides WARM_ENI_TARGET.",
+		0, maxInt, func(c *Config) *int { return &c.WarmIPTarget }),
+	intVar("MINIMUM_IP_TARGET", "0", "Addresses to hold in total, in use or free, however few pods run; 0 leaves it unset.",
+		0, maxInt, func(c *Config) *int { return &c.MinimumIPTarget }),
+	intVar("WARM_PREFIX_TARGET", "0", "With prefix delegation, free /28 prefixes to keep attached; 0 leaves it unset.",
+		0, maxInt, func(c *Config) *int { return &c.WarmPrefixTarget }),
+	maxENIVar(),
+	boolVar("ENABLE_PREFIX_DELEGATION", "false", "Give ENIs /28 prefixes (16 pod addresses each) instead of single secondary addresses. Nitro instances only.",
+		func(c *Config) *bool { return &c.PrefixDelegation }),
+	cooldownVar(),
+	boolVar("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "Create pod ENIs in the subnet and security groups of the node's ENIConfig instead of the node's own.",
+		func(c *Config) *bool { return &c.CustomNetwork }),
+	stringVar("ENI_CONFIG_LABEL_DEF", "k8s.amazonaws.com/eniConfig", "Node label whose value names the node's ENIConfig, with custom networking.",
+		labelKey, func(c *Config) *string { return &c.ENIConfigLabel }),
+	stringVar("ENI_CONFIG_ANNOTATION_DEF", "k8s.amazonaws.com/eniConfig", "Node annotation whose value names the node's ENIConfig; it takes precedence over the label.",
+		labelKey, func(c *Config) *string { return &c.ENIConfigAnnotation }),
+	boolVar("AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "Leave source NAT of pod traffic leaving the VPC to an external NAT device instead of the node.",
+		func(c *Config) *bool { return &c.ExternalSNAT }),
+	excludeSNATVar(),
+	stringVar("AWS_VPC_K8S_CNI_RANDOMIZESNAT", "prng", "Source port choice for SNAT: prng (fully random), hashrandom (random) or none (sequential).",
+		oneOf("prng", "hashrandom", "none"), func(c *Config) *string { return &c.RandomizeSNAT }),
+	intVar("AWS_VPC_ENI_MTU", "9001", "MTU of the node's ENIs.",
+		576, 9001, func(c *Config) *int { return &c.ENIMTU }),
+	podMTUVar(),
+	stringVar("AWS_VPC_K8S_CNI_VETHPREFIX", "eni", "Prefix of the host-side veth names; the rest is 11 hex digits of a hash of the pod's namespace and name.",
+		vethPrefix, func(c *Config) *string { return &c.VethPrefix }),
+	stringVar("MY_NODE_NAME", "", "Name of this node's Node object, from the downward API (spec.nodeName). If empty, the agent finds its Node by provider ID.",
+		nodeName, func(c *Config) *string { return &c.NodeName }),
+	stringVar("CLUSTER_NAME", "", "Cluster name, tagged on every ENI the agent creates so that leaked ENIs are collected only by their own cluster.",
+		maxLen(256), func(c *Config) *string { return &c.ClusterName }),
+	tagsVar(),
+	logLevelVar(),
+	boolVar("DISABLE_INTROSPECTION", "false", "Turn off the introspection endpoint (/v1/...).",
+		func(c *Config) *bool { return &c.DisableIntrospection }),
+	stringVar("INTROSPECTION_BIND_ADDRESS", "127.0.0.1:61679", "Where the introspection endpoint listens: host:port or unix:/path.",
+		bindAddr, func(c *Config) *string { return &c.IntrospectionAddr }),
+	boolVar("DISABLE_METRICS", "false", "Turn off the Prometheus metrics endpoint.",
+		func(c *Config) *bool { return &c.DisableMetrics }),
+	boolVar("DISABLE_LEAKED_ENI_CLEANUP", "false", "Do not delete available ENIs this cluster's agents created and left behind.",
+		func(c *Config) *bool { return &c.DisableLeakedENICleanup }),
+	unsupportedVar("ENABLE_IPv6", "vpcnet gives pods IPv4 addresses only"),
+	unsupportedVar("ENABLE_POD_ENI", "vpcnet does not provide security groups for pods; switching would silently drop their enforcement"),
+
+	stringVar("VPCNET_METRICS_BIND_ADDRESS", ":61678", "Where the Prometheus metrics endpoint listens (host:port). The Amazon VPC CNI's fixed port is the default.",
+		bindAddr, func(c *Config) *string { return &c.MetricsAddr }),
+	stringVar("VPCNET_SOCKET", "/run/vpcnet/vpcnetd.sock", "Unix socket, root only, on which the CNI plugin asks the agent for addresses.",
+		absPath, func(c *Config) *string { return &c.Socket }),
+	stringVar("VPCNET_STATE_DIR", "/var/lib/vpcnet", "Directory of the agent's checkpoint of which pod holds which address. Must survive agent restarts (a hostPath).",
+		absPath, func(c *Config) *string { return &c.StateDir }),
+	stringVar("VPCNET_CNI_CONF_DIR", "/etc/cni/net.d", "Directory where the agent writes the CNI configuration once it can serve.",
+		absPath, func(c *Config) *string { return &c.CNIConfDir }),
+	stringVar("VPCNET_CNI_CONF_NAME", "10-vpcnet.conflist", "File name of the CNI configuration the agent writes.",
+		cniConfName, func(c *Config) *string { return &c.CNIConfName }),
+	stringVar("VPCNET_AWS_VPC_CNI_CHECKPOINT", "/var/run/aws-node/ipam.json", "The Amazon VPC CNI's checkpoint, read once when the agent has none of its own, so a node switches over with its pods running.",
+		absPath, func(c *Config) *string { return &c.AWSCNICheckpoint }),
+	durationVar("VPCNET_ENI_GRACE", "1m", "How long a newly attached ENI is kept even when the pool has more than it needs.",
+		0, func(c *Config) *time.Duration { return &c.ENIGrace }),
+	durationVar("VPCNET_LEAKED_ENI_GRACE", "10m", "How long an available ENI with this cluster's tag waits before it is deleted as leaked.",
+		time.Minute, func(c *Config) *time.Duration { return &c.LeakedENIGrace }),
+	durationVar("VPCNET_ADD_WAIT", "10s", "How long the plugin's request for an address waits for one before failing with the reason.",
+		time.Second, func(c *Config) *time.Duration { return &c.AddWait }),
+	durationVar("VPCNET_RECONCILE_INTERVAL", "1m", "How often the agent compares its pool with EC2.",
+		time.Second, func(c *Config) *time.Duration { return &c.ReconcileInterval }),
+	durationVar("VPCNET_EC2_CALL_TIMEOUT", "10s", "Time limit of one EC2 API call, retries excluded.",
+		time.Second, func(c *Config) *time.Duration { return &c.EC2CallTimeout }),
+	stringVar("VPCNET_EC2_ENDPOINT", "", "EC2 API endpoint URL; empty means the region's. Set for the local cloud or a VPC endpoint.",
+		optionalURL, func(c *Config) *string { return &c.EC2Endpoint }),
+	stringVar("VPCNET_IMDS_ENDPOINT", "", "Instance metadata service URL; empty means http://169.254.169.254.",
+		optionalURL, func(c *Config) *string { return &c.IMDSEndpoint }),
+	stringVar("VPCNET_STARTUP_TAINT", "", "Taint key the agent removes from its Node once it can serve; empty means none.",
+		optionalLabelKey, func(c *Config) *string { return &c.StartupTaint }),
+}
+
+// maxENIVar reads MAX_ENI as the Amazon VPC CNI does: any value below 1
+// means no limit beyond the instance type's, kept as -1.
+func maxENIVar() setting {
+	s := intVar("MAX_ENI", "-1", "Most ENIs to attach, the primary included; -1 (or any value below 1) means the instance type's limit.",
+		-maxInt-1, maxInt, func(c *Config) *int { return &c.MaxENI })
+	parse := s.set
+	s.set = func(c *Config, v string) error {
+		if err := parse(c, v); err != nil {
+			return errors.New("must be a whole number (-1 for the instance type's limit)")
+		}
+		c.MaxENI = max(c.MaxENI, -1)
+		if c.MaxENI == 0 {
+			c.MaxENI = -1
+		}
+		return nil
+	}
+	return s
+}
+
+// cooldownVar keeps the Amazon VPC CNI's whole seconds.
+func cooldownVar() setting {
+	return setting{name: "IP_COOLDOWN_PERIOD", def: "30",
+		meaning: "Seconds a freed address rests before another pod gets it, so stale routes elsewhere cannot misdeliver.",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 24*3600 {
+				return errors.New("must be a whole number of seconds from 0 to 86400")
+			}
+			c.Cooldown = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(int(c.Cooldown / time.Second)) },
+	}
+}
+
+// podMTUVar defaults to the ENI MTU; crossCheck fills that in.
+func podMTUVar() setting {
+	s := intVar("POD_MTU", "0", "MTU of the pods' interfaces.", 576, 9001, func(c *Config) *int { return &c.PodMTU })
+	parse := s.set
+	s.set = func(c *Config, v string) error {
+		if v == "0" {
+			return nil
+		}
+		return parse(c, v)
+	}
+	s.docDef = "AWS_VPC_ENI_MTU"
+	return s
+}
+
+func excludeSNATVar() setting {
+	return setting{name: "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", def: "",
+		meaning: "Comma-separated IPv4 CIDRs that pod traffic reaches without source NAT, besides the VPC's own.",
+		set: func(c *Config, v string) error {
+			c.ExcludeSNATCIDRs = nil
+			for item := range strings.SplitSeq(v, ",") {
+				item = strings.TrimSpace(item)
+				if item == "" {
+					continue
+				}
+				p, err := netip.ParsePrefix(item)
+				if err != nil || !p.Addr().Is4() {
+					return fmt.Errorf("must be comma-separated IPv4 CIDRs such as 10.0.0.0/8,192.168.0.0/16; %q is not one", item)
+				}
+				c.ExcludeSNATCIDRs = append(c.ExcludeSNATCIDRs, p.Masked())
+			}
+			return nil
+		},
+		get: func(c *Config) string {
+			parts := make([]string, len(c.ExcludeSNATCIDRs))
+			for i, p := range c.ExcludeSNATCIDRs {
+				parts[i] = p.String()
+			}
+			return strings.Join(parts, ",")
+		},
+	}
+}
+
+// tagsVar reads ADDITIONAL_ENI_TAGS, a JSON object, as the Amazon VPC CNI
+// does, but refuses reserved keys instead of dropping them silently.
+func tagsVar() setting {
+	return setting{name: "ADDITIONAL_ENI_TAGS", def: "{}",
+		meaning: `Extra tags on every ENI the agent creates, as a JSON object such as {"team":"web"}.`,
+		set: func(c *Config, v string) error {
+			var tags map[string]string
+			if err := json.Unmarshal([]byte(v), &tags); err != nil {
+				return errors.New(`must be a JSON object of strings such as {"team":"web"}`)
+			}
+			for k, val := range tags {
+				switch {
+				case k == "" || len(k) > 128 || len(val) > 256:
+					return fmt.Errorf("tag %q: keys must be 1 to 128 characters and values at most 256", k)
+				case strings.HasPrefix(strings.ToLower(k), "aws:"), strings.Contains(k, "k8s.amazonaws.com"):
+					return fmt.Errorf("tag %q: keys starting aws: or containing k8s.amazonaws.com are reserved", k)
+				}
+			}
+			c.AdditionalENITags = tags
+			return nil
+		},
+		get: func(c *Config) string {
+			b, _ := json.Marshal(c.AdditionalENITags) // sorted keys
+			if len(c.AdditionalENITags) == 0 {
+				return "{}"
+			}
+			return string(b)
+		},
+	}
+}
+
+var logLevels = []struct {
+	name  string
+	level slog.Level
+}{
+	{"DEBUG", slog.LevelDebug},
+	{"INFO", slog.LevelInfo},
+	{"WARN", slog.LevelWarn},
+	{"ERROR", slog.LevelError},
+	{"FATAL", slog.LevelError + 4},
+}
+
+func logLevelVar() setting {
+	return setting{name: "AWS_VPC_K8S_CNI_LOGLEVEL", def: "INFO",
+		meaning: "Least severe log messages written: DEBUG, INFO, WARN, ERROR or FATAL, in any case. (The Amazon VPC CNI defaults to DEBUG.)",
+		set: func(c *Config, v string) error {
+			for _, l := range logLevels {
+				if strings.EqualFold(v, l.name) {
+					c.LogLevel = l.level
+					return nil
+				}
+			}
+			return errors.New("must be one of DEBUG, INFO, WARN, ERROR, FATAL")
+		},
+		get: func(c *Config) string {
+			for _, l := range logLevels {
+				if c.LogLevel == l.level {
+					return l.name
+				}
+			}
+			return c.LogLevel.String()
+		},
+	}
+}
+
+// unsupportedVar is an Amazon VPC CNI feature vpcnet does not have: the
+// agent refuses to start with it on rather than ignore it.
+func unsupportedVar(name, why string) setting {
+	return setting{name: name, def: "false",
+		meaning: "Must be false: " + why + ".",
+		set:     func(_ *Config, v string) error { return mustBe("false", why)(v) },
+		get:     func(*Config) string { return "false" },
+	}
+}
