@@ -591,8 +591,11 @@ func (x *StatusReply) GetConditions() []*Condition {
 }
 
 type GCRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Valid         []*Attachment          `protobuf:"bytes,1,rep,name=valid,proto3" json:"valid,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// network is the CNI network being collected; only its attachments are
+	// considered.
+	Network       string        `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"`
+	Valid         []*Attachment `protobuf:"bytes,2,rep,name=valid,proto3" json:"valid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -625,6 +628,13 @@ func (x *GCRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GCRequest.ProtoReflect.Descriptor instead.
 func (*GCRequest) Descriptor() ([]byte, []int) {
 	return file_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GCRequest) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
 }
 
 func (x *GCRequest) GetValid() []*Attachment {
@@ -735,9 +745,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12:\n" +
 	"\n" +
 	"conditions\x18\x02 \x03(\v2\x1a.vpcnet.agent.v1.ConditionR\n" +
-	"conditions\">\n" +
-	"\tGCRequest\x121\n" +
-	"\x05valid\x18\x01 \x03(\v2\x1b.vpcnet.agent.v1.AttachmentR\x05valid\"%\n" +
+	"conditions\"X\n" +
+	"\tGCRequest\x12\x18\n" +
+	"\anetwork\x18\x01 \x01(\tR\anetwork\x121\n" +
+	"\x05valid\x18\x02 \x03(\v2\x1b.vpcnet.agent.v1.AttachmentR\x05valid\"%\n" +
 	"\aGCReply\x12\x1a\n" +
 	"\breleased\x18\x01 \x03(\tR\breleased2\xcc\x02\n" +
 	"\x05Agent\x12=\n" +

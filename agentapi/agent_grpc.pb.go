@@ -43,7 +43,8 @@ type AgentClient interface {
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*AddReply, error)
 	// Status reports whether the agent can serve Add now, condition by condition.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error)
-	// GC releases every assignment of ours not in the runtime's valid set.
+	// GC releases every assignment of the network not in the runtime's valid
+	// set and older than the cooldown (so an Add in flight is never collected).
 	GC(ctx context.Context, in *GCRequest, opts ...grpc.CallOption) (*GCReply, error)
 }
 
@@ -119,7 +120,8 @@ type AgentServer interface {
 	Check(context.Context, *CheckRequest) (*AddReply, error)
 	// Status reports whether the agent can serve Add now, condition by condition.
 	Status(context.Context, *StatusRequest) (*StatusReply, error)
-	// GC releases every assignment of ours not in the runtime's valid set.
+	// GC releases every assignment of the network not in the runtime's valid
+	// set and older than the cooldown (so an Add in flight is never collected).
 	GC(context.Context, *GCRequest) (*GCReply, error)
 	mustEmbedUnimplementedAgentServer()
 }

@@ -35,6 +35,15 @@ type Options struct {
 type PluginConf struct {
 	Type   string `json:"type"`
 	Socket string `json:"socket,omitempty"`
+	// VethPrefix starts the host-side veth names (AWS_VPC_K8S_CNI_VETHPREFIX);
+	// "eni" when empty.
+	VethPrefix string `json:"vethPrefix,omitempty"`
+	// LogFile receives the plugin's log (AWS_VPC_K8S_PLUGIN_LOG_FILE); the
+	// runtime's log (stderr) when empty.
+	LogFile string `json:"pluginLogFile,omitempty"`
+	// Timeout bounds each call to the agent, as a Go duration; 30s when
+	// empty.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // Render returns the conflist document for opts.

@@ -70,6 +70,7 @@ type Config struct {
 	StateDir         string
 	CNIConfDir       string
 	CNIConfName      string
+	NetworkName      string
 	AWSCNICheckpoint string
 
 	// Cloud.

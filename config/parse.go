@@ -120,7 +120,7 @@ func optionalURL(v string) error {
 // bindAddr accepts host:port, as net.Listen("tcp", ...) does, or
 // unix:/path, as the Amazon VPC CNI's INTROSPECTION_BIND_ADDRESS does.
 func bindAddr(v string) error {
-	const allowed = "must be host:port (such as 127.0.0.1:61679 or :61678) or unix:/absolute/path"
+	const allowed = "must be host:port (such as 127.0.0.1:61679 or :61678; port 0 picks a free one) or unix:/absolute/path"
 	if path, ok := strings.CutPrefix(v, "unix:"); ok {
 		if !filepath.IsAbs(path) {
 			return errors.New(allowed)
@@ -131,7 +131,7 @@ func bindAddr(v string) error {
 	if err != nil {
 		return errors.New(allowed)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return errors.New(allowed)
 	}
 	return nil
@@ -210,4 +210,18 @@ func mustBe(want, why string) func(string) error {
 		}
 		return nil
 	}
+}
+
+// cniNetworkName follows the CNI spec's rule for network names.
+func cniNetworkName(v string) error {
+	if v == "" {
+		return errors.New("must not be empty")
+	}
+	for i, r := range v {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && (r == '_' || r == '.' || r == '-'))
+		if !ok {
+			return errors.New("must be letters and digits, then also '_', '.' or '-' (the CNI spec's network name)")
+		}
+	}
+	return nil
 }

@@ -67,6 +67,8 @@ var settings = []setting{
 		absPath, func(c *Config) *string { return &c.StateDir }),
 	stringVar("VPCNET_CNI_CONF_DIR", "/etc/cni/net.d", "Directory where the agent writes the CNI configuration once it can serve.",
 		absPath, func(c *Config) *string { return &c.CNIConfDir }),
+	stringVar("VPCNET_NETWORK_NAME", "aws-cni", "CNI network name in the configuration the agent writes; part of every attachment's identity. The Amazon VPC CNI's name by default, so pods it wired are released normally after a switch-over.",
+		cniNetworkName, func(c *Config) *string { return &c.NetworkName }),
 	stringVar("VPCNET_CNI_CONF_NAME", "10-vpcnet.conflist", "File name of the CNI configuration the agent writes.",
 		cniConfName, func(c *Config) *string { return &c.CNIConfName }),
 	stringVar("VPCNET_AWS_VPC_CNI_CHECKPOINT", "/var/run/aws-node/ipam.json", "The Amazon VPC CNI's checkpoint, read once when the agent has none of its own, so a node switches over with its pods running.",

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/dataplane"
+)
+
+func cmdAdd(args *skel.CmdArgs) (err error) {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	pod, err := parseArgs(args.Args)
+	if err != nil {
+		return err
+	}
+	if err := pod.requirePod(); err != nil {
+		return err
+	}
+	log, closeLog := conf.logger()
+	defer closeLog()
+	a, err := dialAgent(conf)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+
+	ctx, cancel := a.context()
+	defer cancel()
+	reply, err := a.api.Add(ctx, &agentapi.AddRequest{
+		Attachment:   conf.attachment(args.ContainerID, args.IfName),
+		PodNamespace: pod.namespace, PodName: pod.name, Netns: args.Netns,
+	})
+	if err != nil {
+		return a.cniError("add", err)
+	}
+	// From here the agent holds an address for us: any failure gives it back
+	// and undoes the wiring, or the address would leak until GC.
+	var wired *dataplane.PodConfig
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: conf.plugin.VethPrefix})
+	if err != nil {
+		return invalidConf("field vethPrefix: " + err.Error())
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if wired != nil {
+			if derr := dp.DelPod(context.Background(), *wired); derr != nil {
+				log.Error("rollback: unwire pod", "container", args.ContainerID, "err", derr)
+			}
+		}
+		rctx, rcancel := a.context()
+		defer rcancel()
+		if _, derr := a.api.Del(rctx, &agentapi.DelRequest{Attachment: conf.attachment(args.ContainerID, args.IfName)}); derr != nil {
+			log.Error("rollback: release address; the agent's GC will", "container", args.ContainerID, "err", derr)
+		}
+	}()
+
+	cfg, err := podConfig(reply, args, conf.hostVeth(pod))
+	if err != nil {
+		return err
+	}
+	dctx, dcancel := a.context()
+	defer dcancel()
+	links, err := dp.AddPod(dctx, cfg)
+	if err != nil {
+		if errors.Is(err, dataplane.ErrNetNSNotFound) {
+			return types.NewError(types.ErrInvalidNetNS, err.Error(), "")
+		}
+		return types.NewError(types.ErrInternal, "wire pod: "+err.Error(), "")
+	}
+	wired = &cfg
+	log.Info("pod added", "container", args.ContainerID, "pod", pod.namespace+"/"+pod.name, "addr", cfg.Addr, "eni", reply.EniId)
+	return types.PrintResult(result(cfg, links, args.Netns), conf.CNIVersion)
+}
+
+// podConfig checks the agent's reply and turns it into the pod's wiring.
+func podConfig(r *agentapi.AddReply, args *skel.CmdArgs, hostVeth string) (dataplane.PodConfig, error) {
+	addr, err := netip.ParseAddr(r.Address)
+	if err != nil || !addr.Is4() {
+		return dataplane.PodConfig{}, types.NewError(types.ErrInternal,
+			fmt.Sprintf("vpcnetd add: returned address %q, which is not an IPv4 address", r.Address), "")
+	}
+	mtu := int(r.PodMtu)
+	if mtu == 0 {
+		mtu = int(r.Mtu)
+	}
+	return dataplane.PodConfig{
+		NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth,
+		Addr: addr, RouteTable: int(r.RouteTable), MTU: mtu,
+	}, nil
+}
+
+// result is the CNI result: the host veth, the pod interface, the pod's
+// /32 with 169.254.1.1 as its gateway, and the default route.
+func result(cfg dataplane.PodConfig, links dataplane.PodLinks, netns string) *current.Result {
+	gw := net.IP(dataplane.PodGateway().AsSlice())
+	return &current.Result{
+		CNIVersion: current.ImplementedSpecVersion,
+		Interfaces: []*current.Interface{
+			{Name: links.Host.Name, Mac: links.Host.MAC.String()},
+			{Name: links.Pod.Name, Mac: links.Pod.MAC.String(), Sandbox: netns},
+		},
+		IPs: []*current.IPConfig{{
+			Interface: current.Int(1),
+			Address:   net.IPNet{IP: cfg.Addr.AsSlice(), Mask: net.CIDRMask(32, 32)},
+			Gateway:   gw,
+		}},
+		Routes: []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: gw}},
+	}
+}
+
+// prevAddr is the pod's IPv4 address in a previous result, if any.
+func prevAddr(prev types.Result) (netip.Addr, error) {
+	if prev == nil {
+		return netip.Addr{}, nil
+	}
+	r, err := current.NewResultFromResult(prev)
+	if err != nil {
+		return netip.Addr{}, types.NewError(types.ErrDecodingFailure, "field prevResult: "+err.Error(), "")
+	}
+	for _, ip := range r.IPs {
+		if a, ok := netip.AddrFromSlice(ip.Address.IP); ok && a.Unmap().Is4() {
+			return a.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/vpcnet/vpcnet/cniconf"
+	"github.com/vpcnet/vpcnet/dataplane"
+)
+
+const (
+	defaultSocket  = "/run/vpcnet/vpcnetd.sock"
+	defaultTimeout = 30 * time.Second
+)
+
+// netConf is the plugin's entry of the conflist: the fields every CNI
+// plugin reads, and vpcnet's own, parsed with the struct the agent renders
+// the conflist from so the two cannot drift apart.
+type netConf struct {
+	types.NetConf
+	plugin  cniconf.PluginConf
+	timeout time.Duration
+}
+
+// parseConf reads stdin. Errors are CNI errors naming the field at fault.
+func parseConf(stdin []byte) (*netConf, error) {
+	var c netConf
+	if err := json.Unmarshal(stdin, &c.NetConf); err != nil {
+		return nil, configError(err)
+	}
+	if err := json.Unmarshal(stdin, &c.plugin); err != nil {
+		return nil, configError(err)
+	}
+	if c.Name == "" {
+		return nil, invalidConf("field name: the network name is empty")
+	}
+	if c.plugin.Socket == "" {
+		c.plugin.Socket = defaultSocket
+	}
+	if c.plugin.VethPrefix == "" {
+		c.plugin.VethPrefix = dataplane.DefaultVethPrefix
+	}
+	if err := dataplane.ValidateVethPrefix(c.plugin.VethPrefix); err != nil {
+		return nil, invalidConf("field vethPrefix: " + err.Error())
+	}
+	c.timeout = defaultTimeout
+	if c.plugin.Timeout != "" {
+		d, err := time.ParseDuration(c.plugin.Timeout)
+		if err != nil || d <= 0 {
+			return nil, invalidConf(fmt.Sprintf("field timeout: %q is not a positive duration such as \"30s\"", c.plugin.Timeout))
+		}
+		c.timeout = d
+	}
+	if c.RawPrevResult != nil {
+		if err := version.ParsePrevResult(&c.NetConf); err != nil {
+			return nil, types.NewError(types.ErrDecodingFailure, "field prevResult: "+err.Error(), "")
+		}
+	}
+	return &c, nil
+}
+
+// configError explains why stdin is not a valid configuration, naming the
+// field when JSON can tell.
+func configError(err error) *types.Error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return types.NewError(types.ErrDecodingFailure,
+			fmt.Sprintf("field %s: a JSON %s cannot be a %s", typeErr.Field, typeErr.Value, typeErr.Type), "")
+	case errors.As(err, &syntaxErr):
+		return types.NewError(types.ErrDecodingFailure,
+			fmt.Sprintf("network configuration is not valid JSON (at byte %d): %v", syntaxErr.Offset, err), "")
+	}
+	return types.NewError(types.ErrDecodingFailure, "network configuration: "+err.Error(), "")
+}
+
+func invalidConf(msg string) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, msg, "")
+}
+
+// podArgs are the CNI_ARGS Kubernetes runtimes pass.
+type podArgs struct {
+	namespace, name string
+}
+
+// parseArgs reads CNI_ARGS ("K=V;K=V"); keys other than the pod's
+// namespace and name are ignored, as IgnoreUnknown=1 asks.
+func parseArgs(s string) (podArgs, error) {
+	var p podArgs
+	if s == "" {
+		return p, nil
+	}
+	for _, pair := range strings.Split(s, ";") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return p, types.NewError(types.ErrInvalidEnvironmentVariables,
+				fmt.Sprintf("CNI_ARGS: %q is not a KEY=VALUE pair", pair), "")
+		}
+		switch k {
+		case "K8S_POD_NAMESPACE":
+			p.namespace = v
+		case "K8S_POD_NAME":
+			p.name = v
+		}
+	}
+	return p, nil
+}
+
+// requirePod insists on the pod's identity, which names its host veth.
+func (p podArgs) requirePod() error {
+	var missing []string
+	if p.namespace == "" {
+		missing = append(missing, "K8S_POD_NAMESPACE")
+	}
+	if p.name == "" {
+		missing = append(missing, "K8S_POD_NAME")
+	}
+	if len(missing) > 0 {
+		return types.NewError(types.ErrInvalidEnvironmentVariables,
+			fmt.Sprintf("CNI_ARGS lacks %s: vpcnet names the pod's host veth after the pod, so it must run under a Kubernetes runtime that passes them",
+				strings.Join(missing, " and ")), "")
+	}
+	return nil
+}
+
+// hostVeth is the pod's host veth name, or "" when the pod is unknown.
+func (c *netConf) hostVeth(p podArgs) string {
+	if p.namespace == "" || p.name == "" {
+		return ""
+	}
+	return dataplane.HostVethName(c.plugin.VethPrefix, p.namespace, p.name)
+}
+
+// logger writes to pluginLogFile when set, else warnings and errors to
+// stderr, which the runtime logs.
+func (c *netConf) logger() (*slog.Logger, func()) {
+	if c.plugin.LogFile == "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func() {}
+	}
+	f, err := os.OpenFile(c.plugin.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		l := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		l.Warn("cannot open plugin log file; logging to stderr", "file", c.plugin.LogFile, "err", err)
+		return l, func() {}
+	}
+	var w io.Writer = f
+	return slog.New(slog.NewTextHandler(w, nil)).With("pid", os.Getpid()), func() { f.Close() }
+}

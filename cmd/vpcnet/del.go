@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/dataplane"
+)
+
+// cmdDel releases the pod's address and unwires it. It succeeds when
+// there is nothing left to do: the namespace is gone, DEL runs twice, or
+// ADD never completed. When the agent cannot be reached the pod is still
+// unwired (from prevResult and the pod's name) and DEL succeeds: the agent
+// releases the address later from its checkpoint and GC, while a failed DEL
+// could leave the runtime unable to remove the sandbox, and a route or rule
+// would outlive the pod.
+func cmdDel(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	pod, err := parseArgs(args.Args)
+	if err != nil {
+		return err
+	}
+	log, closeLog := conf.logger()
+	defer closeLog()
+	addr, err := prevAddr(conf.PrevResult)
+	if err != nil {
+		return err
+	}
+
+	a, err := dialAgent(conf)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	held, agentErr := release(a, conf, args, log)
+	if held.IsValid() {
+		addr = held
+	}
+
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: conf.plugin.VethPrefix})
+	if err != nil {
+		return invalidConf("field vethPrefix: " + err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	defer cancel()
+	err = dp.DelPod(ctx, dataplane.PodConfig{
+		NetNS: args.Netns, IfName: args.IfName, HostVethName: conf.hostVeth(pod), Addr: addr,
+	})
+	if err != nil {
+		return types.NewError(types.ErrInternal, "unwire pod: "+err.Error(), "")
+	}
+	if agentErr != nil {
+		return agentErr
+	}
+	log.Info("pod deleted", "container", args.ContainerID, "addr", addr)
+	return nil
+}
+
+// release asks the agent to release the attachment's address and returns
+// the address it held. An unreachable agent is not an error here; any
+// other failure is returned for after the pod is unwired, so the runtime
+// retries DEL.
+func release(a *agent, conf *netConf, args *skel.CmdArgs, log *slog.Logger) (netip.Addr, *types.Error) {
+	ctx, cancel := a.context()
+	defer cancel()
+	reply, err := a.api.Del(ctx, &agentapi.DelRequest{Attachment: conf.attachment(args.ContainerID, args.IfName)})
+	switch {
+	case err == nil:
+		if held, perr := netip.ParseAddr(reply.Address); perr == nil && held.Is4() {
+			return held, nil
+		}
+		return netip.Addr{}, nil
+	case a.unreachable(err):
+		log.Warn("agent unreachable: unwiring the pod anyway; the agent releases its address from its checkpoint",
+			"container", args.ContainerID, "err", err)
+		return netip.Addr{}, nil
+	}
+	return netip.Addr{}, a.cniError("del", err)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+)
+
+// fakeAgent is an in-memory vpcnetd: it hands out the addresses it is
+// given, in order, and records what the plugin asked.
+type fakeAgent struct {
+	agentapi.UnimplementedAgentServer
+	socket string
+	srv    *grpc.Server
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	free       []lease
+	held       map[string]lease // by attachment key
+	addErr     error            // returned by Add when set
+	notReady   []*agentapi.Condition
+	dels       []string // attachment keys, in order
+	gcRequests []*agentapi.GCRequest
+}
+
+// lease is an address and the table of its ENI.
+type lease struct {
+	addr  string
+	table int32
+}
+
+var _ agentapi.AgentServer = (*fakeAgent)(nil)
+
+func startFakeAgent(t *testing.T, free ...lease) *fakeAgent {
+	t.Helper()
+	a := &fakeAgent{socket: filepath.Join(t.TempDir(), "vpcnetd.sock"), free: free, held: map[string]lease{}}
+	a.start(t)
+	return a
+}
+
+func (a *fakeAgent) start(t *testing.T) {
+	t.Helper()
+	l, err := net.Listen("unix", a.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv = grpc.NewServer()
+	agentapi.RegisterAgentServer(a.srv, a)
+	go func() { _ = a.srv.Serve(l) }()
+	t.Cleanup(a.srv.Stop)
+}
+
+// stop makes the agent unreachable; the socket file stays behind when
+// crashed, as after a kill -9.
+func (a *fakeAgent) stop(crashed bool) {
+	if crashed {
+		a.srv.Stop()
+		// Serve removes the file on Stop; put a dead socket back.
+		if l, err := net.Listen("unix", a.socket); err == nil {
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close()
+		}
+		return
+	}
+	a.srv.Stop()
+}
+
+func key(at *agentapi.Attachment) string {
+	return fmt.Sprintf("%s/%s/%s", at.GetNetwork(), at.GetContainerId(), at.GetIfName())
+}
+
+func (a *fakeAgent) Add(_ context.Context, req *agentapi.AddRequest) (*agentapi.AddReply, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.addErr != nil {
+		return nil, a.addErr
+	}
+	k := key(req.Attachment)
+	l, ok := a.held[k]
+	if !ok {
+		if len(a.free) == 0 {
+			return nil, status.Error(codes.ResourceExhausted, "no free address")
+		}
+		l, a.free = a.free[0], a.free[1:]
+		a.held[k] = l
+	}
+	return a.reply(l, req.PodNamespace, req.PodName), nil
+}
+
+func (a *fakeAgent) reply(l lease, ns, name string) *agentapi.AddReply {
+	return &agentapi.AddReply{
+		Address: l.addr, EniId: "eni-0123", DeviceIndex: l.table - 1, RouteTable: l.table,
+		SubnetCidr: "10.0.1.0/24", SubnetGateway: "10.0.1.1", VpcCidrs: []string{"10.0.0.0/16"},
+		Mtu: 9001, PodMtu: 9001, NodePrimaryIp: "10.0.0.10", PodNamespace: ns, PodName: name,
+	}
+}
+
+func (a *fakeAgent) Del(_ context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := key(req.Attachment)
+	a.dels = append(a.dels, k)
+	l, ok := a.held[k]
+	if !ok {
+		return &agentapi.DelReply{}, nil
+	}
+	delete(a.held, k)
+	a.free = append(a.free, l)
+	return &agentapi.DelReply{Address: l.addr, Released: true}, nil
+}
+
+func (a *fakeAgent) Check(_ context.Context, req *agentapi.CheckRequest) (*agentapi.AddReply, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.held[key(req.Attachment)]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no assignment for %s", key(req.Attachment))
+	}
+	return a.reply(l, "", ""), nil
+}
+
+func (a *fakeAgent) Status(context.Context, *agentapi.StatusRequest) (*agentapi.StatusReply, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	conds := append([]*agentapi.Condition{{Name: "checkpoint", Ok: true, Message: "loaded"}}, a.notReady...)
+	return &agentapi.StatusReply{Ready: len(a.notReady) == 0, Conditions: conds}, nil
+}
+
+func (a *fakeAgent) GC(_ context.Context, req *agentapi.GCRequest) (*agentapi.GCReply, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gcRequests = append(a.gcRequests, req)
+	return &agentapi.GCReply{}, nil
+}
+
+func (a *fakeAgent) setAddErr(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addErr = err
+}
+
+func (a *fakeAgent) setNotReady(c ...*agentapi.Condition) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.notReady = c
+}
+
+func (a *fakeAgent) holds() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]string{}
+	for k, l := range a.held {
+		out[k] = l.addr
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+// Command vpcnet is the CNI plugin of vpcnet: it asks the node agent
+// (vpcnetd) for a VPC address over a root-only unix socket, wires the pod
+// in the Amazon VPC CNI's shape, and returns the CNI result. It speaks CNI
+// 0.4.0, 1.0.0 and 1.1.0 (ADD, DEL, CHECK, STATUS, GC, VERSION).
+package main
+
+import (
+	"runtime"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+const about = "vpcnet: VPC-native pod networking for Kubernetes on AWS (CNI plugin; the agent is vpcnetd)"
+
+func init() {
+	// Namespace switches apply to the OS thread: keep main on one thread.
+	runtime.LockOSThread()
+}
+
+func main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    cmdAdd,
+		Del:    cmdDel,
+		Check:  cmdCheck,
+		Status: cmdStatus,
+		GC:     cmdGC,
+	}, version.PluginSupports("0.4.0", "1.0.0", "1.1.0"), about)
+}

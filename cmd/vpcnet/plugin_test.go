@@ -1,0 +1,282 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/vishvananda/netlink"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/dataplane/netnstest"
+)
+
+func asCNIError(err error, e **types.Error) bool { return errors.As(err, e) }
+
+// podOnENI1 is the address the fake agent hands out first: a secondary
+// ENI's address, so the pod needs rule 1536 as well as 512.
+var podOnENI1 = lease{addr: "10.0.1.60", table: 2}
+
+func TestAddCheckDelForEverySpecVersion(t *testing.T) {
+	for _, version := range []string{"0.4.0", "1.0.0", "1.1.0"} {
+		t.Run(version, func(t *testing.T) {
+			h := newHarness(t, podOnENI1)
+			list := h.conflist(version, nil)
+			p := h.newPod("web")
+			res, err := h.add(list, p)
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			if res.Version() != version {
+				t.Errorf("result version %s, want %s", res.Version(), version)
+			}
+			r, err := current.NewResultFromResult(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Interfaces) != 2 || r.Interfaces[0].Name != p.veth || r.Interfaces[1].Name != "eth0" || r.Interfaces[1].Sandbox != p.ns.Path() {
+				t.Errorf("interfaces %v, want host veth %s and eth0 in %s", r.Interfaces, p.veth, p.ns.Path())
+			}
+			if len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.0.1.60/32" || r.IPs[0].Gateway.String() != "169.254.1.1" ||
+				r.IPs[0].Interface == nil || *r.IPs[0].Interface != 1 {
+				t.Errorf("IPs %v, want 10.0.1.60/32 via 169.254.1.1 on interface 1", r.IPs)
+			}
+			if len(r.Routes) != 1 || r.Routes[0].Dst.String() != "0.0.0.0/0" || r.Routes[0].GW.String() != "169.254.1.1" {
+				t.Errorf("routes %v, want default via 169.254.1.1", r.Routes)
+			}
+			h.wantNodeState(
+				"link "+p.veth,
+				"route 10.0.1.60/32 dev "+p.veth,
+				"rule 512 from <nil> to 10.0.1.60/32 table 254",
+				"rule 1536 from 10.0.1.60/32 to <nil> table 2",
+			)
+			if err := h.check(list, p); err != nil {
+				t.Errorf("CHECK: %v", err)
+			}
+			for i := range 2 {
+				if err := h.del(list, p); err != nil {
+					t.Fatalf("DEL #%d: %v", i+1, err)
+				}
+			}
+			h.wantNodeState()
+			if held := h.agent.holds(); len(held) != 0 {
+				t.Errorf("agent still holds %v after DEL", held)
+			}
+		})
+	}
+}
+
+func TestPodsAddedByThePluginReachEachOther(t *testing.T) {
+	h := newHarness(t, lease{"10.0.0.50", 0}, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	a, b := h.newPod("a"), h.newPod("b")
+	for _, p := range []pod{a, b} {
+		if _, err := h.add(list, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	netnstest.Do(t, h.node, func() error { // routing between veths
+		return writeSysctl("/proc/sys/net/ipv4/ip_forward", "1")
+	})
+	if err := netnstest.Ping(a.ns, mustAddr("10.0.1.60"), 2*time.Second); err != nil {
+		t.Errorf("pod a cannot reach pod b: %v", err)
+	}
+	if err := netnstest.Ping(b.ns, mustAddr("10.0.0.50"), 2*time.Second); err != nil {
+		t.Errorf("pod b cannot reach pod a: %v", err)
+	}
+}
+
+func TestDelSucceedsWhenTheNamespaceIsGone(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	netnstest.Remove(t, p.ns)
+	if err := h.del(list, p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	h.wantNodeState()
+	if held := h.agent.holds(); len(held) != 0 {
+		t.Errorf("agent still holds %v", held)
+	}
+}
+
+func TestDelWithTheAgentDownStillUnwiresThePod(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		crashed bool
+	}{{"agent stopped, socket removed", false}, {"agent crashed, dead socket left", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, podOnENI1)
+			list := h.conflist("1.1.0", map[string]any{"timeout": "2s"})
+			p := h.newPod("web")
+			if _, err := h.add(list, p); err != nil {
+				t.Fatal(err)
+			}
+			h.agent.stop(tt.crashed)
+			if err := h.del(list, p); err != nil {
+				t.Fatalf("DEL with the agent down: %v", err)
+			}
+			// No route, rule or veth survives; the agent releases the
+			// address from its checkpoint when it is back.
+			h.wantNodeState()
+		})
+	}
+}
+
+func TestDelWithoutTheNamespaceAndWithTheAgentDownLeavesNothing(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	h.agent.stop(false)
+	netnstest.Remove(t, p.ns)
+	if err := h.del(list, p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	h.wantNodeState()
+}
+
+func TestAddRollsBackWhenWiringFails(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	netnstest.Do(t, p.ns, func() error { // the runtime's interface name is taken
+		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "x"})
+	})
+	_, err := h.add(list, p)
+	wantCNIError(t, err, types.ErrInternal, "already has an interface eth0")
+	if held := h.agent.holds(); len(held) != 0 {
+		t.Errorf("address not given back after a failed ADD: agent holds %v", held)
+	}
+	h.wantNodeState()
+}
+
+func TestAddPassesOnWhatTheAgentRanOutOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		code uint
+		msg  string
+	}{
+		{"subnet exhausted", status.Error(codes.ResourceExhausted,
+			"no free address: subnet subnet-0a1b (10.0.1.0/24) is exhausted and the instance has its maximum of 3 ENIs; add a subnet via ENIConfig"),
+			types.ErrTryAgainLater, "subnet subnet-0a1b (10.0.1.0/24) is exhausted"},
+		{"not ready", status.Error(codes.Unavailable, "not ready: checkpoint not loaded yet"),
+			types.ErrTryAgainLater, "not ready: checkpoint not loaded yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, podOnENI1)
+			h.agent.setAddErr(tt.err)
+			_, err := h.add(h.conflist("1.1.0", nil), h.newPod("web"))
+			wantCNIError(t, err, tt.code, tt.msg)
+			h.wantNodeState()
+		})
+	}
+}
+
+func TestAddWithNoAgentSaysWhereItLooked(t *testing.T) {
+	h := newHarness(t)
+	h.agent.stop(false)
+	_, err := h.add(h.conflist("1.1.0", nil), h.newPod("web"))
+	wantCNIError(t, err, types.ErrTryAgainLater, "agent socket "+h.agent.socket+" does not exist", "is vpcnetd running")
+}
+
+func TestGarbageInputGetsAPreciseError(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra map[string]any
+		args  [][2]string
+		code  uint
+		want  string
+	}{
+		{name: "socket not a string", extra: map[string]any{"socket": 5}, code: types.ErrDecodingFailure, want: "field socket: a JSON number cannot be a string"},
+		{name: "timeout not a duration", extra: map[string]any{"timeout": "soon"}, code: types.ErrInvalidNetworkConfig, want: `field timeout: "soon" is not a positive duration`},
+		{name: "veth prefix too long", extra: map[string]any{"vethPrefix": "podveth"}, code: types.ErrInvalidNetworkConfig, want: "field vethPrefix: veth prefix \"podveth\" is longer than 4 characters"},
+		{name: "CNI_ARGS pair without =", args: [][2]string{{"garbage;K8S_POD_NAME", "web"}}, code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: "garbage" is not a KEY=VALUE pair`},
+		{name: "no pod name", args: [][2]string{{"K8S_POD_NAMESPACE", "default"}}, code: types.ErrInvalidEnvironmentVariables, want: "CNI_ARGS lacks K8S_POD_NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, podOnENI1)
+			p := h.newPod("web")
+			if tt.args != nil {
+				p.rt.Args = tt.args
+			}
+			_, err := h.add(h.conflist("1.1.0", tt.extra), p)
+			wantCNIError(t, err, tt.code, tt.want)
+			if held := h.agent.holds(); len(held) != 0 {
+				t.Errorf("agent was asked for an address despite bad input: %v", held)
+			}
+		})
+	}
+}
+
+func TestCheckNamesBrokenWiring(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	netnstest.Do(t, h.node, func() error {
+		r := netlink.NewRule()
+		r.Priority, r.Table, r.Src = 1536, 2, &net.IPNet{IP: net.ParseIP("10.0.1.60"), Mask: net.CIDRMask(32, 32)}
+		return netlink.RuleDel(r)
+	})
+	wantCNIError(t, h.check(list, p), types.ErrInternal, `rule "1536: from 10.0.1.60/32 lookup 2" is missing`)
+}
+
+func TestStatusReportsWhyTheAgentIsNotReady(t *testing.T) {
+	h := newHarness(t)
+	list := h.conflist("1.1.0", nil)
+	if err := h.status(list); err != nil {
+		t.Errorf("STATUS with a ready agent: %v", err)
+	}
+	h.agent.setNotReady(
+		&agentapi.Condition{Name: "cloud", Message: "EC2 unreachable: dial tcp: i/o timeout"},
+		&agentapi.Condition{Name: "host-network", Message: "SetupHost not run yet"},
+	)
+	wantCNIError(t, h.status(list), types.ErrPluginNotAvailable,
+		"vpcnetd is not ready", "cloud: EC2 unreachable: dial tcp: i/o timeout", "host-network: SetupHost not run yet")
+	h.agent.stop(false)
+	wantCNIError(t, h.status(list), types.ErrPluginNotAvailable, "does not exist", "is vpcnetd running")
+}
+
+func TestGCHandsTheValidAttachmentsToTheAgent(t *testing.T) {
+	h := newHarness(t, lease{"10.0.0.50", 0}, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	keep, stale := h.newPod("keep"), h.newPod("stale")
+	for _, p := range []pod{keep, stale} {
+		if _, err := h.add(list, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.gc(list, keep); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	h.agent.mu.Lock()
+	reqs := slices.Clone(h.agent.gcRequests)
+	h.agent.mu.Unlock()
+	if len(reqs) != 1 || reqs[0].Network != "vpcnet" || len(reqs[0].Valid) != 1 ||
+		reqs[0].Valid[0].ContainerId != "sandbox-keep" || reqs[0].Valid[0].IfName != "eth0" || reqs[0].Valid[0].Network != "vpcnet" {
+		t.Errorf("agent GC requests %v, want one for network vpcnet with only sandbox-keep/eth0 valid", reqs)
+	}
+	// libcni itself sends DEL for the cached attachment not in the set.
+	h.wantNodeState(
+		"link "+keep.veth,
+		"route 10.0.0.50/32 dev "+keep.veth,
+		"rule 512 from <nil> to 10.0.0.50/32 table 254",
+	)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vpcnet/vpcnet/sim"
+)
+
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "serve" {
+		return fmt.Errorf("%w: want \"vpcnetctl sim serve --topology FILE\"", errUsage)
+	}
+	return simServe(ctx, args[1:], stdout, stderr)
+}
+
+// simServe runs the local cloud until ctx ends: the EC2 API on one
+// listener and each instance's IMDS on its own, then prints the endpoints
+// and, per instance, the environment an agent on it needs.
+func simServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("vpcnetctl sim serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	topoPath := fs.String("topology", "", "topology file, YAML or JSON (see sim/README.md)")
+	ec2Listen := fs.String("ec2-listen", "127.0.0.1:0", "address for the EC2 API; port 0 picks a free one")
+	imdsListen := fs.String("imds-listen", "127.0.0.1:0", "address for the first instance's IMDS; with port P the k-th instance gets P+k, with port 0 each a free one")
+	verbose := fs.Bool("v", false, "log every API request")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *topoPath == "" || fs.NArg() > 0 {
+		return fmt.Errorf("%w: want \"vpcnetctl sim serve --topology FILE [--ec2-listen ADDR] [--imds-listen ADDR]\"", errUsage)
+	}
+	topo, err := sim.LoadTopology(*topoPath)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cloud, err := sim.NewCloud(topo, sim.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer cloud.Close()
+
+	var servers []*http.Server
+	errc := make(chan error, 1+len(topo.Instances))
+	serve := func(addr string, h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return "", err
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, srv)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		return "http://" + ln.Addr().String(), nil
+	}
+	defer func() { shutdown(servers, log) }() // servers grows below
+
+	ec2URL, err := serve(*ec2Listen, cloud.EC2Handler())
+	if err != nil {
+		return fmt.Errorf("ec2 listener: %w", err)
+	}
+	imdsHost, imdsPort, err := net.SplitHostPort(*imdsListen)
+	if err != nil {
+		return fmt.Errorf("%w: --imds-listen %q: %v", errUsage, *imdsListen, err)
+	}
+	firstPort, err := strconv.Atoi(imdsPort)
+	if err != nil {
+		return fmt.Errorf("%w: --imds-listen %q: port must be a number", errUsage, *imdsListen)
+	}
+	instances := cloud.Instances()
+	imdsURLs := make([]string, len(instances))
+	for k, in := range instances {
+		port := 0
+		if firstPort != 0 {
+			port = firstPort + k
+		}
+		if imdsURLs[k], err = serve(net.JoinHostPort(imdsHost, strconv.Itoa(port)), cloud.IMDSHandler(in.ID)); err != nil {
+			return fmt.Errorf("imds listener for %s: %w", in.ID, err)
+		}
+	}
+
+	fmt.Fprintf(stdout, "ec2  %s\n", ec2URL)
+	for k, in := range instances {
+		fmt.Fprintf(stdout, "imds %s %s (%s, %s, %s)\n", in.ID, imdsURLs[k], in.Type, in.SubnetID, in.PrivateIP)
+	}
+	for k, in := range instances {
+		fmt.Fprintf(stdout, "env  %s VPCNET_EC2_ENDPOINT=%s VPCNET_IMDS_ENDPOINT=%s AWS_REGION=%s AWS_ACCESS_KEY_ID=sim AWS_SECRET_ACCESS_KEY=sim\n",
+			in.ID, ec2URL, imdsURLs[k], topo.Region)
+	}
+	fmt.Fprintln(stdout, "ready")
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping the local cloud")
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+}
+
+// shutdown stops every server, letting requests in flight finish.
+func shutdown(servers []*http.Server, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(ctx); err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+	}
+}

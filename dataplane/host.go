@@ -1,0 +1,178 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+)
+
+// HostConfig is the node-wide part of the dataplane.
+type HostConfig struct {
+	// PrimaryMAC finds the primary ENI's interface; PrimaryInterface names
+	// it instead when the MAC is empty.
+	PrimaryMAC       net.HardwareAddr
+	PrimaryInterface string
+	// PrimaryIP is the node's primary private address, the SNAT source.
+	PrimaryIP netip.Addr
+	// VPCCIDRs are the VPC's IPv4 CIDR blocks; traffic to them keeps the
+	// pod's address.
+	VPCCIDRs []netip.Prefix
+	// ExcludeSNATCIDRs are further destinations that keep the pod's address
+	// (AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS).
+	ExcludeSNATCIDRs []netip.Prefix
+	// ExternalSNAT leaves SNAT to a NAT gateway (AWS_VPC_K8S_CNI_EXTERNALSNAT).
+	ExternalSNAT bool
+	// MTU of the primary interface; 0 leaves it as it is.
+	MTU int
+	// Connmark is the mark for connections that entered on the primary
+	// interface (AWS_VPC_K8S_CNI_CONNMARK); 0 means DefaultConnmark.
+	Connmark uint32
+}
+
+func (c HostConfig) validate() error {
+	if len(c.PrimaryMAC) == 0 && c.PrimaryInterface == "" {
+		return errors.New("host config: neither the primary ENI's MAC nor its interface name is set")
+	}
+	if !c.PrimaryIP.Is4() {
+		return fmt.Errorf("host config: primary IP %q is not an IPv4 address", c.PrimaryIP)
+	}
+	if len(c.VPCCIDRs) == 0 && !c.ExternalSNAT {
+		return errors.New("host config: no VPC CIDR: without one every pod connection would be SNATed")
+	}
+	for _, p := range append(append([]netip.Prefix{}, c.VPCCIDRs...), c.ExcludeSNATCIDRs...) {
+		if !p.IsValid() || !p.Addr().Is4() || p.Bits() == 0 {
+			return fmt.Errorf("host config: CIDR %q is not an IPv4 CIDR narrower than /0", p)
+		}
+	}
+	if err := validMTU(c.MTU); err != nil {
+		return fmt.Errorf("host config: %w", err)
+	}
+	return nil
+}
+
+// SetupHost configures node-wide networking and converges on cfg when run
+// again: IPv4 forwarding, loose reverse-path filtering on the primary
+// interface, its MTU, rule 1024 (fwmark lookup main), and table ip vpcnet.
+// Running it twice with the same cfg changes nothing the second time.
+func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	if cfg.Connmark == 0 {
+		cfg.Connmark = DefaultConnmark
+	}
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+
+	link, err := primaryLink(s.nl, cfg)
+	if err != nil {
+		return err
+	}
+	name := link.Attrs().Name
+	if cfg.MTU != 0 && link.Attrs().MTU != cfg.MTU {
+		if err := s.nl.linkSetMTU(link, cfg.MTU); err != nil {
+			return fmt.Errorf("set MTU %d on primary interface %s: %w", cfg.MTU, name, err)
+		}
+	}
+	if err := s.setSysctl("net.ipv4.ip_forward", "1"); err != nil {
+		return err
+	}
+	// Replies to NodePort traffic and SNATed pod traffic arrive on the
+	// primary interface for addresses routed elsewhere: strict reverse-path
+	// filtering would drop them.
+	if err := s.setSysctl("net.ipv4.conf."+name+".rp_filter", "2"); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ensureMarkRule(s.nl, cfg.Connmark); err != nil {
+		return err
+	}
+	nft, err := s.nftables()
+	if err != nil {
+		return err
+	}
+	changed, err := reconcileTable(nft, desiredChains(hostRules{
+		primaryIf: name, primaryIP: cfg.PrimaryIP,
+		vpcCIDRs: cfg.VPCCIDRs, excluded: cfg.ExcludeSNATCIDRs,
+		externalSNAT: cfg.ExternalSNAT, vethPrefix: d.vethPrefix, mark: cfg.Connmark,
+	}))
+	if err != nil {
+		return err
+	}
+	if changed {
+		d.log.Info("host nftables rules written", "table", "ip "+TableName, "primary", name,
+			"externalSNAT", cfg.ExternalSNAT, "vpcCIDRs", cfg.VPCCIDRs)
+	}
+	return nil
+}
+
+// TeardownHost removes table ip vpcnet and rule 1024. Pod and ENI state is
+// left alone: pods keep working within the VPC.
+func (d *Dataplane) TeardownHost(ctx context.Context) error {
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	have, err := s.nl.rules()
+	if err != nil {
+		return err
+	}
+	if err := deleteRules(s.nl, have, isMarkRule); err != nil {
+		return err
+	}
+	nft, err := s.nftables()
+	if err != nil {
+		return err
+	}
+	return deleteTable(nft)
+}
+
+func primaryLink(nl *nlHandle, cfg HostConfig) (netlink.Link, error) {
+	if len(cfg.PrimaryMAC) != 0 {
+		l, err := nl.linkByMAC(cfg.PrimaryMAC)
+		if err != nil {
+			return nil, fmt.Errorf("find primary interface: %w", err)
+		}
+		if l == nil {
+			return nil, fmt.Errorf("no interface has the primary ENI's MAC %s: check the MAC reported by IMDS", cfg.PrimaryMAC)
+		}
+		return l, nil
+	}
+	l, err := nl.linkByName(cfg.PrimaryInterface)
+	if err != nil {
+		return nil, fmt.Errorf("find primary interface %s: %w", cfg.PrimaryInterface, err)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("primary interface %s does not exist", cfg.PrimaryInterface)
+	}
+	return l, nil
+}
+
+// isMarkRule recognises rule 1024 whatever mark it was written with, so a
+// changed AWS_VPC_K8S_CNI_CONNMARK replaces the old rule.
+func isMarkRule(r ipRule) bool {
+	return r.priority == MainMarkPriority && r.table == mainTable && r.mask != 0 &&
+		!r.src.IsValid() && !r.dst.IsValid()
+}
+
+func ensureMarkRule(nl *nlHandle, mark uint32) error {
+	want := ipRule{priority: MainMarkPriority, mark: mark, mask: mark, table: mainTable}
+	have, err := nl.rules()
+	if err != nil {
+		return err
+	}
+	if err := deleteRules(nl, have, func(r ipRule) bool { return isMarkRule(r) && r != want }); err != nil {
+		return err
+	}
+	return ensureRule(nl, have, want)
+}

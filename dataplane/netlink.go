@@ -1,0 +1,125 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// dumpAttempts bounds retries of a dump the kernel flagged as interrupted
+// (NLM_F_DUMP_INTR: the table changed while it was being read).
+const dumpAttempts = 5
+
+// nlHandle is the package's only door to rtnetlink. It is bound to one
+// network namespace when created, so calls keep working there whatever OS
+// thread the goroutine later runs on. Dumps are retried when interrupted
+// and fail rather than return a partial table: reconciling against half a
+// table would delete or duplicate state.
+type nlHandle struct {
+	h *netlink.Handle
+}
+
+func newNL(target ns.NetNS) (*nlHandle, error) {
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(target.Fd())))
+	if err != nil {
+		return nil, fmt.Errorf("open rtnetlink in %s: %w", target.Path(), err)
+	}
+	return &nlHandle{h: h}, nil
+}
+
+func (n *nlHandle) close() { n.h.Close() }
+
+func dump[T any](what string, f func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := f()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+		if attempt == dumpAttempts {
+			var zero T
+			return zero, fmt.Errorf("list %s: interrupted by concurrent changes %d times: %w", what, attempt, err)
+		}
+	}
+}
+
+func (n *nlHandle) links() ([]netlink.Link, error) {
+	return dump("links", n.h.LinkList)
+}
+
+// linkByName returns nil, nil when no link has that name.
+func (n *nlHandle) linkByName(name string) (netlink.Link, error) {
+	l, err := dump("link "+name, func() (netlink.Link, error) { return n.h.LinkByName(name) })
+	if isNotExist(err) {
+		return nil, nil
+	}
+	return l, err
+}
+
+// linkByMAC returns nil, nil when no link has that hardware address.
+func (n *nlHandle) linkByMAC(mac net.HardwareAddr) (netlink.Link, error) {
+	links, err := n.links()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		if l.Attrs().HardwareAddr.String() == mac.String() {
+			return l, nil
+		}
+	}
+	return nil, nil
+}
+
+func (n *nlHandle) addrs(link netlink.Link) ([]netlink.Addr, error) {
+	return dump("addresses of "+link.Attrs().Name, func() ([]netlink.Addr, error) {
+		return n.h.AddrList(link, netlink.FAMILY_V4)
+	})
+}
+
+// routes lists IPv4 routes of one table (254 is main).
+func (n *nlHandle) routes(table int) ([]netlink.Route, error) {
+	return dump(fmt.Sprintf("routes of table %d", table), func() ([]netlink.Route, error) {
+		return n.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	})
+}
+
+func (n *nlHandle) rules() ([]netlink.Rule, error) {
+	return dump("rules", func() ([]netlink.Rule, error) { return n.h.RuleList(netlink.FAMILY_V4) })
+}
+
+func (n *nlHandle) neighbours(link netlink.Link) ([]netlink.Neigh, error) {
+	return dump("neighbours of "+link.Attrs().Name, func() ([]netlink.Neigh, error) {
+		return n.h.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
+	})
+}
+
+func (n *nlHandle) linkAdd(l netlink.Link) error           { return n.h.LinkAdd(l) }
+func (n *nlHandle) linkDel(l netlink.Link) error           { return n.h.LinkDel(l) }
+func (n *nlHandle) linkSetUp(l netlink.Link) error         { return n.h.LinkSetUp(l) }
+func (n *nlHandle) linkSetMTU(l netlink.Link, m int) error { return n.h.LinkSetMTU(l, m) }
+func (n *nlHandle) addrAdd(l netlink.Link, a *netlink.Addr) error {
+	return n.h.AddrAdd(l, a)
+}
+func (n *nlHandle) addrDel(l netlink.Link, a *netlink.Addr) error {
+	return n.h.AddrDel(l, a)
+}
+func (n *nlHandle) routeReplace(r *netlink.Route) error { return n.h.RouteReplace(r) }
+func (n *nlHandle) routeDel(r *netlink.Route) error     { return n.h.RouteDel(r) }
+func (n *nlHandle) ruleAdd(r *netlink.Rule) error       { return n.h.RuleAdd(r) }
+func (n *nlHandle) ruleDel(r *netlink.Rule) error       { return n.h.RuleDel(r) }
+func (n *nlHandle) neighSet(nb *netlink.Neigh) error    { return n.h.NeighSet(nb) }
+
+// isNotExist reports whether err says the object is already gone, which
+// deletions treat as success.
+func isNotExist(err error) bool {
+	var lnf netlink.LinkNotFoundError
+	return errors.As(err, &lnf) ||
+		errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENODEV)
+}
+
+func isExist(err error) bool { return errors.Is(err, syscall.EEXIST) }

@@ -1,0 +1,89 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+)
+
+// nftConn is the package's only door to nf_tables, bound to one network
+// namespace. Reads return nil, not an error, for a table that does not
+// exist; writes are queued and applied atomically by commit, so the kernel
+// never holds half of a change.
+type nftConn struct {
+	c *nftables.Conn
+}
+
+func newNFT(target ns.NetNS) (*nftConn, error) {
+	c, err := nftables.New(nftables.WithNetNSFd(int(target.Fd())), nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("open nftables in %s: %w", target.Path(), err)
+	}
+	return &nftConn{c: c}, nil
+}
+
+func (n *nftConn) close() { _ = n.c.CloseLasting() }
+
+// readRetries bounds retries of a read that a signal interrupted.
+const readRetries = 5
+
+func nftRead[T any](f func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := f()
+		if !errors.Is(err, unix.EINTR) || attempt == readRetries {
+			return v, err
+		}
+	}
+}
+
+// table returns our table of family ip, or nil when it does not exist.
+func (n *nftConn) table(name string) (*nftables.Table, error) {
+	tables, err := nftRead(func() ([]*nftables.Table, error) {
+		return n.c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nftables tables: %w", err)
+	}
+	for _, t := range tables {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, nil
+}
+
+func (n *nftConn) chains(t *nftables.Table) ([]*nftables.Chain, error) {
+	all, err := nftRead(func() ([]*nftables.Chain, error) {
+		return n.c.ListChainsOfTableFamily(t.Family)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list chains of table %s: %w", t.Name, err)
+	}
+	var out []*nftables.Chain
+	for _, c := range all {
+		if c.Table.Name == t.Name {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (n *nftConn) rules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule, error) {
+	rs, err := nftRead(func() ([]*nftables.Rule, error) { return n.c.GetRules(t, c) })
+	if err != nil {
+		return nil, fmt.Errorf("list rules of chain %s %s: %w", t.Name, c.Name, err)
+	}
+	return rs, nil
+}
+
+// Queued writes; nothing reaches the kernel until commit.
+func (n *nftConn) addTable(t *nftables.Table) *nftables.Table { return n.c.AddTable(t) }
+func (n *nftConn) delTable(t *nftables.Table)                 { n.c.DelTable(t) }
+func (n *nftConn) addChain(c *nftables.Chain) *nftables.Chain { return n.c.AddChain(c) }
+func (n *nftConn) addRule(r *nftables.Rule) *nftables.Rule    { return n.c.AddRule(r) }
+
+// commit applies the queued writes as one nf_tables transaction.
+func (n *nftConn) commit() error { return n.c.Flush() }

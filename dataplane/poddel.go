@@ -1,0 +1,159 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+)
+
+// DelPod removes a pod's wiring and succeeds when it is already gone,
+// including when the pod's namespace no longer exists: the runtime may
+// delete the namespace before calling DEL, and DEL may be repeated (see
+// https://github.com/kubernetes/kubernetes/issues/43014).
+//
+// Addr may be unknown (invalid): the addresses on the pod interface are
+// used instead. HostVethName may be empty when the pod's name is unknown. A host veth is deleted by name only when it routes to one
+// of the pod's addresses, so a late DEL of an old sandbox never cuts the
+// veth of the pod's newer sandbox, which has the same name. The rules of an
+// address are kept while another link still routes to it: a new pod
+// already holds the address.
+func (d *Dataplane) DelPod(ctx context.Context, cfg PodConfig) error {
+	if cfg.HostVethName != "" {
+		if err := validIfName(cfg.HostVethName); err != nil {
+			return fmt.Errorf("pod config: host veth: %w", err)
+		}
+	}
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+
+	var addrs []netip.Addr
+	if cfg.Addr.IsValid() {
+		addrs = append(addrs, cfg.Addr)
+	}
+	if cfg.NetNS != "" && cfg.IfName != "" {
+		found, err := delPodSide(cfg)
+		if err != nil {
+			return err
+		}
+		for _, a := range found {
+			if !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	if err := delHostVeth(s.nl, cfg.HostVethName, addrs); err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range addrs {
+		errs = append(errs, deletePodRules(s.nl, a))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d.log.Info("pod unwired", "veth", cfg.HostVethName, "addrs", addrs, "netns", cfg.NetNS)
+	return nil
+}
+
+// delPodSide deletes the pod interface, which removes the whole veth pair,
+// and returns the IPv4 addresses it had.
+func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
+	podNS, err := openPodNS(cfg.NetNS)
+	if errors.Is(err, ErrNetNSNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer podNS.Close()
+	nl, err := newNL(podNS)
+	if err != nil {
+		return nil, err
+	}
+	defer nl.close()
+	l, err := nl.linkByName(cfg.IfName)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	list, err := nl.addrs(l)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	for _, a := range list {
+		if p := prefixOf(a.IPNet); p.IsValid() && p.IsSingleIP() {
+			addrs = append(addrs, p.Addr())
+		}
+	}
+	if err := nl.linkDel(l); err != nil && !isNotExist(err) {
+		return nil, fmt.Errorf("delete %s in %s: %w", cfg.IfName, cfg.NetNS, err)
+	}
+	return addrs, nil
+}
+
+// delHostVeth deletes the host veth if it routes to one of addrs.
+func delHostVeth(nl *nlHandle, name string, addrs []netip.Addr) error {
+	if name == "" {
+		return nil
+	}
+	l, err := nl.linkByName(name)
+	if err != nil || l == nil || len(addrs) == 0 {
+		return err
+	}
+	routed, err := routedVia(nl, l.Attrs().Index)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return slices.Contains(routed, a) }) {
+		return nil
+	}
+	if err := nl.linkDel(l); err != nil && !isNotExist(err) {
+		return fmt.Errorf("delete host veth %s: %w", name, err)
+	}
+	return nil
+}
+
+// routedVia lists the /32 destinations the main table sends to link index.
+func routedVia(nl *nlHandle, index int) ([]netip.Addr, error) {
+	routes, err := nl.routes(mainTable)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, r := range routes {
+		if p := prefixOf(r.Dst); r.LinkIndex == index && p.IsValid() && p.IsSingleIP() {
+			out = append(out, p.Addr())
+		}
+	}
+	return out, nil
+}
+
+// deletePodRules deletes rules 512 and 1536 of addr unless a main-table
+// /32 route to addr still exists, which means another pod owns it now.
+func deletePodRules(nl *nlHandle, addr netip.Addr) error {
+	if !addr.IsValid() {
+		return nil
+	}
+	routes, err := nl.routes(mainTable)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(routes, func(r netlink.Route) bool { return prefixOf(r.Dst) == host(addr) }) {
+		return nil
+	}
+	rules, err := nl.rules()
+	if err != nil {
+		return err
+	}
+	return deleteRules(nl, rules, func(r ipRule) bool {
+		return (r.priority == ToPodPriority && r.dst == host(addr) && !r.src.IsValid()) ||
+			(r.priority == FromPodPriority && r.src == host(addr) && !r.dst.IsValid())
+	})
+}

@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// imdsHistory keeps what IMDS would have shown an instance over time, so
+// a read at t can show the state of t-imdsLag: EC2 changes reach IMDS
+// late, and the agent must not trust IMDS alone.
+type imdsHistory struct {
+	entries []imdsEntry // oldest first
+}
+
+type imdsEntry struct {
+	at    time.Time
+	files map[string]string
+}
+
+// recordIMDSLocked appends each instance's current metadata to its
+// history when it changed.
+func (c *Cloud) recordIMDSLocked(now time.Time) {
+	for _, in := range c.instanceOrder {
+		files := c.imdsFilesLocked(in)
+		h := &in.imds
+		if n := len(h.entries); n == 0 || !reflect.DeepEqual(h.entries[n-1].files, files) {
+			h.entries = append(h.entries, imdsEntry{at: now, files: files})
+		}
+		h.prune(now.Add(-c.imdsLag))
+	}
+}
+
+// prune drops entries that no read at or after cutoff can show, and
+// returns the one a read at cutoff shows: the latest at or before it, or
+// the oldest if all are newer.
+func (h *imdsHistory) prune(cutoff time.Time) imdsEntry {
+	i := 0
+	for j, e := range h.entries {
+		if !e.at.After(cutoff) {
+			i = j
+		}
+	}
+	h.entries = h.entries[i:]
+	return h.entries[0]
+}
+
+// imdsFiles returns the metadata of instance id as IMDS shows it now: the
+// latest state at least imdsLag old (or the first known state, for a read
+// within the lag of launch). Older history is dropped.
+func (c *Cloud) imdsFiles(id string) (map[string]string, bool) {
+	var files map[string]string
+	c.update(func(now time.Time) error {
+		in, ok := c.instances[id]
+		if !ok {
+			return nil
+		}
+		c.recordIMDSLocked(now) // make the present part of history first
+		files = in.imds.prune(now.Add(-c.imdsLag)).files
+		return nil
+	})
+	return files, files != nil
+}
+
+// imdsFilesLocked renders the instance's metadata tree, path to content,
+// relative to /latest/. Directories are implied by the paths.
+func (c *Cloud) imdsFilesLocked(in *instance) map[string]string {
+	md := "meta-data/"
+	f := map[string]string{
+		md + "ami-id":                      "ami-0000000000000sim",
+		md + "instance-id":                 in.id,
+		md + "instance-type":               in.typ.name,
+		md + "placement/availability-zone": in.subnet.az,
+		md + "placement/region":            c.region,
+		md + "services/domain":             "amazonaws.com",
+	}
+	var vpcCIDRs []string
+	for _, p := range c.vpcCIDRs {
+		vpcCIDRs = append(vpcCIDRs, p.String())
+	}
+	primary := in.primaryENI
+	if in.state == instanceRunning {
+		f[md+"local-ipv4"] = primary.primary.String()
+		f[md+"local-hostname"] = c.privateDNS(primary.primary.String())
+		f[md+"hostname"] = c.privateDNS(primary.primary.String())
+		f[md+"mac"] = primary.mac
+		f[md+"security-groups"] = strings.Join(primary.groups, "\n")
+	}
+	for _, e := range c.attachedENIsLocked(in) {
+		if e.status == statusAttaching {
+			continue // not on the instance yet
+		}
+		dir := md + "network/interfaces/macs/" + e.mac + "/"
+		var ips, prefixes []string
+		for _, a := range e.addresses() {
+			ips = append(ips, a.String())
+		}
+		for _, q := range e.prefixes {
+			prefixes = append(prefixes, q.String())
+		}
+		f[dir+"device-number"] = fmt.Sprint(e.att.deviceIndex)
+		f[dir+"network-card"] = fmt.Sprint(e.att.cardIndex)
+		f[dir+"interface-id"] = e.id
+		f[dir+"mac"] = e.mac
+		f[dir+"owner-id"] = c.accountID
+		f[dir+"local-ipv4s"] = strings.Join(ips, "\n")
+		f[dir+"local-hostname"] = c.privateDNS(e.primary.String())
+		f[dir+"security-group-ids"] = strings.Join(e.groups, "\n")
+		f[dir+"security-groups"] = strings.Join(e.groups, "\n")
+		f[dir+"subnet-id"] = e.subnet.id
+		f[dir+"subnet-ipv4-cidr-block"] = e.subnet.cidr.String()
+		f[dir+"vpc-id"] = c.vpcID
+		f[dir+"vpc-ipv4-cidr-block"] = vpcCIDRs[0]
+		f[dir+"vpc-ipv4-cidr-blocks"] = strings.Join(vpcCIDRs, "\n")
+		if len(prefixes) > 0 {
+			f[dir+"ipv4-prefix"] = strings.Join(prefixes, "\n")
+		}
+	}
+	doc, _ := json.MarshalIndent(map[string]any{
+		"accountId":        c.accountID,
+		"architecture":     "x86_64",
+		"availabilityZone": in.subnet.az,
+		"imageId":          "ami-0000000000000sim",
+		"instanceId":       in.id,
+		"instanceType":     in.typ.name,
+		"pendingTime":      ec2Time(in.launched),
+		"privateIp":        primary.primary.String(),
+		"region":           c.region,
+		"version":          "2017-09-30",
+	}, "", "  ")
+	f["dynamic/instance-identity/document"] = string(doc)
+	return f
+}

@@ -1,0 +1,136 @@
+package sim
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// ENI states as EC2 reports them in NetworkInterface.Status.
+const (
+	statusAvailable = "available"
+	statusAttaching = "attaching"
+	statusInUse     = "in-use"
+	statusDetaching = "detaching"
+)
+
+// Instance states as EC2 reports them (name and code).
+const (
+	instanceRunning    = "running"
+	instanceTerminated = "terminated"
+)
+
+type subnet struct {
+	id   string
+	az   string
+	cidr netip.Prefix
+	tags map[string]string
+	pool *pool
+}
+
+type instance struct {
+	id          string
+	typ         typeInfo
+	subnet      *subnet
+	groups      []string
+	tags        map[string]string
+	state       string
+	launched    time.Time
+	reservation string
+	primaryENI  *eni
+	imds        imdsHistory
+}
+
+type eni struct {
+	id              string
+	seq             int
+	subnet          *subnet
+	description     string
+	mac             string
+	primary         netip.Addr
+	secondaries     []netip.Addr
+	prefixes        []netip.Prefix
+	groups          []string
+	tags            map[string]string
+	status          string
+	att             *attachment // nil while available
+	sourceDestCheck bool
+}
+
+type attachment struct {
+	id                  string
+	instance            *instance
+	deviceIndex         int
+	cardIndex           int
+	deleteOnTermination bool
+	attachTime          time.Time
+	// due is when the pending attach or detach completes; zero once
+	// attached.
+	due time.Time
+}
+
+// attachmentStatus maps the ENI's state to the attachment's own words.
+func (e *eni) attachmentStatus() string {
+	switch e.status {
+	case statusAttaching:
+		return "attaching"
+	case statusDetaching:
+		return "detaching"
+	default:
+		return "attached"
+	}
+}
+
+// slots is how many of the ENI's per-type address slots are used: the
+// primary address, each secondary address, and each /28 prefix.
+func (e *eni) slots() int { return 1 + len(e.secondaries) + len(e.prefixes) }
+
+// addresses lists the primary address first, then the secondaries.
+func (e *eni) addresses() []netip.Addr {
+	return append([]netip.Addr{e.primary}, e.secondaries...)
+}
+
+// slotLimit is the most slots the ENI may use where it is now: its
+// instance type's limit when attached, the largest type's otherwise.
+func (e *eni) slotLimit() int {
+	if e.att != nil {
+		return e.att.instance.typ.ipv4PerENI
+	}
+	return maxSlotsUnattached
+}
+
+func (e *eni) hasAddress(a netip.Addr) bool {
+	return a == e.primary || slices.Contains(e.secondaries, a)
+}
+
+// attachedENIs lists the ENIs attached to (or attaching to, or detaching
+// from) inst, by network card and device index.
+func (c *Cloud) attachedENIsLocked(inst *instance) []*eni {
+	var out []*eni
+	for _, e := range c.enis {
+		if e.att != nil && e.att.instance == inst {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *eni) int {
+		if a.att.cardIndex != b.att.cardIndex {
+			return a.att.cardIndex - b.att.cardIndex
+		}
+		return a.att.deviceIndex - b.att.deviceIndex
+	})
+	return out
+}
+
+// enisInOrder lists every ENI in creation order.
+func (c *Cloud) enisInOrderLocked() []*eni {
+	out := slices.Collect(maps.Values(c.enis))
+	slices.SortFunc(out, func(a, b *eni) int { return a.seq - b.seq })
+	return out
+}
+
+func cloneTags(t map[string]string) map[string]string {
+	out := make(map[string]string, len(t))
+	maps.Copy(out, t)
+	return out
+}

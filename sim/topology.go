@@ -1,0 +1,137 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Topology describes the cloud the emulator starts with: one VPC, its
+// subnets and security groups, the running instances, and the knobs that
+// make the cloud behave like AWS on a bad day (delays, lag, throttling,
+// faults). README.md in this directory documents every field.
+type Topology struct {
+	Region    string       `json:"region"`
+	AccountID string       `json:"accountId,omitempty"`
+	VPC       VPCSpec      `json:"vpc"`
+	Subnets   []SubnetSpec `json:"subnets"`
+	// SecurityGroups lists the groups that exist; the first is the VPC's
+	// default group, given to ENIs created without SecurityGroupId.N.
+	SecurityGroups []string             `json:"securityGroups"`
+	InstanceTypes  []InstanceTypeSpec   `json:"instanceTypes,omitempty"`
+	Instances      []InstanceSpec       `json:"instances"`
+	AttachDelay    Duration             `json:"attachDelay,omitempty"`
+	DetachDelay    Duration             `json:"detachDelay,omitempty"`
+	IMDSLag        Duration             `json:"imdsLag,omitempty"`
+	Throttle       ThrottleSpec         `json:"throttle,omitempty"`
+	Faults         map[string]FaultSpec `json:"faults,omitempty"`
+	// AddressOrder is how free addresses are picked: "sequential" (lowest
+	// first, the default) or "random" (seeded, scattering addresses over
+	// the subnet the way EC2 does, which fragments it for prefixes).
+	AddressOrder string `json:"addressOrder,omitempty"`
+	Seed         int64  `json:"seed,omitempty"`
+}
+
+// VPCSpec is the one VPC of the topology.
+type VPCSpec struct {
+	ID    string   `json:"id"`
+	CIDRs []string `json:"cidrs"`
+}
+
+// SubnetSpec is one subnet of the VPC.
+type SubnetSpec struct {
+	ID   string            `json:"id"`
+	AZ   string            `json:"az"`
+	CIDR string            `json:"cidr"`
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// InstanceTypeSpec defines an instance type the limits table does not
+// know, so DescribeInstanceTypes can answer for it.
+type InstanceTypeSpec struct {
+	Name       string `json:"name"`
+	MaxENIs    int    `json:"maxENIs"`
+	IPv4PerENI int    `json:"ipv4PerENI"`
+	// Hypervisor is "nitro" (the default) or "xen"; only nitro types take
+	// /28 prefixes.
+	Hypervisor string `json:"hypervisor,omitempty"`
+}
+
+// InstanceSpec is one running instance. Its primary ENI exists from the
+// start, in its subnet, with its primary address.
+type InstanceSpec struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Subnet string `json:"subnet"`
+	// PrivateIP is the primary address; empty picks one from the subnet.
+	PrivateIP      string            `json:"privateIp,omitempty"`
+	SecurityGroups []string          `json:"securityGroups,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+}
+
+// ThrottleSpec configures the account-wide request token buckets. Every
+// action has its own bucket, sized by its class unless Actions overrides it.
+type ThrottleSpec struct {
+	// Mutating sizes the buckets of actions that change state.
+	Mutating BucketSpec `json:"mutating,omitempty"`
+	// Describe sizes the buckets of Describe* actions.
+	Describe BucketSpec            `json:"describe,omitempty"`
+	Actions  map[string]BucketSpec `json:"actions,omitempty"`
+	// Disabled turns throttling off.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// BucketSpec is a token bucket: Burst tokens at most, Refill tokens added
+// per second. The zero value means the class default.
+type BucketSpec struct {
+	Burst  int     `json:"burst"`
+	Refill float64 `json:"refill"`
+}
+
+// EC2's published request-token defaults: mutating actions hold 200 tokens
+// and refill 5 per second; non-mutating (Describe) actions hold 100 and
+// refill 20 per second.
+var (
+	defaultMutatingBucket = BucketSpec{Burst: 200, Refill: 5}
+	defaultDescribeBucket = BucketSpec{Burst: 100, Refill: 20}
+)
+
+// FaultSpec is Fault as written in a topology file.
+type FaultSpec struct {
+	ErrorRate float64  `json:"errorRate,omitempty"`
+	Code      string   `json:"code,omitempty"`
+	Latency   Duration `json:"latency,omitempty"`
+}
+
+// Fault returns the runtime fault the spec describes.
+func (f FaultSpec) Fault() Fault {
+	return Fault{ErrorRate: f.ErrorRate, Code: f.Code, Latency: time.Duration(f.Latency)}
+}
+
+// ParseTopology reads a topology from YAML or JSON and checks it. Unknown
+// fields are errors, so a misspelt knob is not silently ignored.
+func ParseTopology(data []byte) (*Topology, error) {
+	var t Topology
+	if err := yaml.UnmarshalStrict(data, &t); err != nil {
+		return nil, fmt.Errorf("parse topology: %w", err)
+	}
+	if err := t.validate(); err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	return &t, nil
+}
+
+// LoadTopology reads and checks the topology file at path.
+func LoadTopology(path string) (*Topology, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load topology: %w", err)
+	}
+	t, err := ParseTopology(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"time"
+)
+
+// The XML shapes below use the element names the aws-sdk-go-v2 EC2
+// deserializers look for (service/ec2 deserializers.go); lists are
+// "<xSet><item>" as in every EC2 Query response.
+
+type xmlTag struct {
+	Key   string `xml:"key"`
+	Value string `xml:"value"`
+}
+
+type xmlGroup struct {
+	GroupID   string `xml:"groupId"`
+	GroupName string `xml:"groupName"`
+}
+
+type xmlPrivateIP struct {
+	PrivateIPAddress string `xml:"privateIpAddress"`
+	PrivateDNSName   string `xml:"privateDnsName"`
+	Primary          bool   `xml:"primary"`
+}
+
+type xmlPrefix struct {
+	IPv4Prefix string `xml:"ipv4Prefix"`
+}
+
+type xmlENIAttachment struct {
+	AttachmentID        string `xml:"attachmentId"`
+	InstanceID          string `xml:"instanceId,omitempty"`
+	InstanceOwnerID     string `xml:"instanceOwnerId,omitempty"`
+	DeviceIndex         int    `xml:"deviceIndex"`
+	NetworkCardIndex    int    `xml:"networkCardIndex"`
+	Status              string `xml:"status"`
+	AttachTime          string `xml:"attachTime"`
+	DeleteOnTermination bool   `xml:"deleteOnTermination"`
+}
+
+type xmlENI struct {
+	NetworkInterfaceID string            `xml:"networkInterfaceId"`
+	SubnetID           string            `xml:"subnetId"`
+	VPCID              string            `xml:"vpcId"`
+	AvailabilityZone   string            `xml:"availabilityZone,omitempty"`
+	Description        string            `xml:"description"`
+	OwnerID            string            `xml:"ownerId"`
+	RequesterManaged   bool              `xml:"requesterManaged"`
+	Status             string            `xml:"status"`
+	MACAddress         string            `xml:"macAddress"`
+	PrivateIPAddress   string            `xml:"privateIpAddress"`
+	PrivateDNSName     string            `xml:"privateDnsName"`
+	SourceDestCheck    bool              `xml:"sourceDestCheck"`
+	InterfaceType      string            `xml:"interfaceType"`
+	Groups             []xmlGroup        `xml:"groupSet>item"`
+	Attachment         *xmlENIAttachment `xml:"attachment,omitempty"`
+	PrivateIPs         []xmlPrivateIP    `xml:"privateIpAddressesSet>item"`
+	Prefixes           []xmlPrefix       `xml:"ipv4PrefixSet>item"`
+	Tags               []xmlTag          `xml:"tagSet>item"`
+}
+
+// ec2Time is the timestamp format of EC2 responses.
+func ec2Time(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func xmlTags(tags map[string]string) []xmlTag {
+	var out []xmlTag
+	for _, k := range sortedKeys(tags) {
+		out = append(out, xmlTag{Key: k, Value: tags[k]})
+	}
+	return out
+}
+
+func xmlGroups(ids []string) []xmlGroup {
+	var out []xmlGroup
+	for _, id := range ids {
+		out = append(out, xmlGroup{GroupID: id, GroupName: id})
+	}
+	return out
+}
+
+// privateDNS is the name EC2 gives an address in a Region other than
+// us-east-1.
+func (c *Cloud) privateDNS(a string) string {
+	return "ip-" + dashed(a) + "." + c.region + ".compute.internal"
+}
+
+func dashed(a string) string {
+	b := []byte(a)
+	for i := range b {
+		if b[i] == '.' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+func (c *Cloud) xmlPrivateIPs(e *eni) []xmlPrivateIP {
+	var out []xmlPrivateIP
+	for i, a := range e.addresses() {
+		out = append(out, xmlPrivateIP{PrivateIPAddress: a.String(), PrivateDNSName: c.privateDNS(a.String()), Primary: i == 0})
+	}
+	return out
+}
+
+func xmlPrefixes(e *eni) []xmlPrefix {
+	var out []xmlPrefix
+	for _, p := range e.prefixes {
+		out = append(out, xmlPrefix{IPv4Prefix: p.String()})
+	}
+	return out
+}
+
+// xmlENI renders e as DescribeNetworkInterfaces and CreateNetworkInterface
+// return it.
+func (c *Cloud) xmlENI(e *eni) xmlENI {
+	x := xmlENI{
+		NetworkInterfaceID: e.id,
+		SubnetID:           e.subnet.id,
+		VPCID:              c.vpcID,
+		AvailabilityZone:   e.subnet.az,
+		Description:        e.description,
+		OwnerID:            c.accountID,
+		Status:             e.status,
+		MACAddress:         e.mac,
+		PrivateIPAddress:   e.primary.String(),
+		PrivateDNSName:     c.privateDNS(e.primary.String()),
+		SourceDestCheck:    e.sourceDestCheck,
+		InterfaceType:      "interface",
+		Groups:             xmlGroups(e.groups),
+		PrivateIPs:         c.xmlPrivateIPs(e),
+		Prefixes:           xmlPrefixes(e),
+		Tags:               xmlTags(e.tags),
+	}
+	if e.att != nil {
+		x.Attachment = &xmlENIAttachment{
+			AttachmentID:        e.att.id,
+			InstanceID:          e.att.instance.id,
+			InstanceOwnerID:     c.accountID,
+			DeviceIndex:         e.att.deviceIndex,
+			NetworkCardIndex:    e.att.cardIndex,
+			Status:              e.attachmentStatus(),
+			AttachTime:          ec2Time(e.att.attachTime),
+			DeleteOnTermination: e.att.deleteOnTermination,
+		}
+	}
+	return x
+}
