@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/sim"
+)
+
+const topology = `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
+subnets:
+- {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/24}
+- {id: subnet-tiny, az: us-west-2a, cidr: 10.0.1.0/28}
+securityGroups: [sg-0sim]
+instanceTypes: [{name: x9.sim, maxENIs: 2, ipv4PerENI: 4}]
+instances:
+- {id: i-node1, type: m5.large, subnet: subnet-a}
+- {id: i-tiny, type: m5.large, subnet: subnet-tiny}
+- {id: i-x9, type: x9.sim, subnet: subnet-a}
+attachDelay: 50ms
+detachDelay: 20ms
+imdsLag: 0s
+seed: 1
+`
+
+// fakeHost stands in for the dataplane: it records ENI setups and lets a
+// test say which pod addresses the host routes.
+type fakeHost struct {
+	mu     sync.Mutex // guards below
+	routes map[netip.Addr]bool
+	enis   map[string]ENINet
+}
+
+func newFakeHost() *fakeHost {
+	return &fakeHost{routes: map[netip.Addr]bool{}, enis: map[string]ENINet{}}
+}
+
+func (h *fakeHost) Setup(ctx context.Context, n NodeNet) error { return nil }
+
+func (h *fakeHost) SetupENI(ctx context.Context, e ENINet) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.enis[e.ID] = e
+	return nil
+}
+
+func (h *fakeHost) TeardownENI(ctx context.Context, e ENINet) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.enis, e.ID)
+	return nil
+}
+
+func (h *fakeHost) PodAddrs(ctx context.Context) ([]netip.Addr, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []netip.Addr
+	for ip := range h.routes {
+		out = append(out, ip)
+	}
+	return out, nil
+}
+
+func (h *fakeHost) route(ip netip.Addr, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if on {
+		h.routes[ip] = true
+	} else {
+		delete(h.routes, ip)
+	}
+}
+
+// world is one local cloud shared by the agents of a test.
+type world struct {
+	t     *testing.T
+	cloud *sim.Cloud
+	ec2   string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	for _, k := range []string{"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_REGION"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
+	topo, err := sim.ParseTopology([]byte(topology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sim.NewCloud(topo, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	srv := httptest.NewServer(cl.EC2Handler())
+	t.Cleanup(srv.Close)
+	return &world{t: t, cloud: cl, ec2: srv.URL}
+}
+
+// node is one agent's environment: its instance, state dir and host.
+type node struct {
+	w        *world
+	instance string
+	dir      string
+	host     *fakeHost
+	imds     string
+	env      map[string]string
+}
+
+func (w *world) node(instance string, env map[string]string) *node {
+	srv := httptest.NewServer(w.cloud.IMDSHandler(instance))
+	w.t.Cleanup(srv.Close)
+	dir := w.t.TempDir()
+	e := map[string]string{
+		"VPCNET_STATE_DIR":              filepath.Join(dir, "state"),
+		"VPCNET_SOCKET":                 filepath.Join(dir, "run", "vpcnetd.sock"),
+		"VPCNET_CNI_CONF_DIR":           filepath.Join(dir, "net.d"),
+		"VPCNET_AWS_VPC_CNI_CHECKPOINT": filepath.Join(dir, "aws-node", "ipam.json"),
+		"INTROSPECTION_BIND_ADDRESS":    "127.0.0.1:0",
+		"VPCNET_METRICS_BIND_ADDRESS":   "127.0.0.1:0",
+		"VPCNET_ADD_WAIT":               "5s",
+		"IP_COOLDOWN_PERIOD":            "1",
+		"VPCNET_ENI_GRACE":              "0s",
+		"CLUSTER_NAME":                  "sim",
+	}
+	for k, v := range env {
+		e[k] = v
+	}
+	if err := os.MkdirAll(e["VPCNET_STATE_DIR"], 0o700); err != nil {
+		w.t.Fatal(err)
+	}
+	return &node{w: w, instance: instance, dir: dir, host: newFakeHost(), imds: srv.URL, env: e}
+}
+
+// running is an agent started by start; stop ends it and waits.
+type running struct {
+	*Agent
+	cancel  context.CancelFunc
+	done    chan error
+	once    sync.Once
+	stopErr error
+}
+
+func (n *node) start(t *testing.T) *running {
+	t.Helper()
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := n.env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := cloud.New(context.Background(), cloud.Options{
+		EC2Endpoint: n.w.ec2, IMDSEndpoint: n.imds,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		ClusterName: cfg.ClusterName, MaxBackoff: 5 * time.Millisecond, Registerer: prometheus.NewRegistry(), Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, Logger: log, AttachTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *running) stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		r.stopErr = <-r.done
+	})
+	return r.stopErr
+}
+
+// waitReady waits until every readiness condition holds.
+func (r *running) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok, _ := r.ready.get(); ok {
+			return
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("agent exited before ready: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_, conds := r.ready.get()
+	t.Fatalf("agent not ready: %s", failing(conds))
+}
+
+// settle waits until the pool's stats stop changing after a kick.
+func (r *running) settle(t *testing.T, want func(ipam.Stats) bool) ipam.Stats {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var st ipam.Stats
+	for time.Now().Before(deadline) {
+		r.kick()
+		r.mu.Lock()
+		st = r.pool.Stats(r.now())
+		r.mu.Unlock()
+		if want(st) {
+			return st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("pool never reached the expected state; last: %s", st)
+	return st
+}
+
+func key(i int) ipam.Key {
+	return ipam.Key{Network: "aws-cni", ContainerID: fmt.Sprintf("c%03d", i), IfName: "eth0"}
+}
+func pod(i int) ipam.Pod { return ipam.Pod{Namespace: "default", Name: fmt.Sprintf("p%03d", i)} }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the agent's vpcnet_* series. Pool gauges are read at scrape
+// time from the pool itself, so they can never disagree with it.
+type metrics struct {
+	gatherer prometheus.Gatherer
+
+	rpcs             *prometheus.CounterVec
+	rpcDuration      *prometheus.HistogramVec
+	noAddress        *prometheus.CounterVec
+	reconcilePasses  *prometheus.CounterVec
+	reconcileActions *prometheus.CounterVec
+	checkpointWrite  prometheus.Histogram
+	checkpointErrors prometheus.Counter
+	startup          prometheus.Gauge
+	unknownRoutes    prometheus.Gauge
+	staleEntries     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer, a *Agent) (*metrics, error) {
+	m := &metrics{
+		gatherer: g,
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vpcnet_rpc_requests_total", Help: "Plugin requests by method (add, del, gc) and result.",
+		}, []string{"method", "result"}),
+		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vpcnet_rpc_duration_seconds", Help: "Time to answer a plugin request, waiting for addresses included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"method"}),
+		noAddress: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vpcnet_no_address_errors_total", Help: "Add requests that got no address, by what ran out.",
+		}, []string{"reason"}),
+		reconcilePasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vpcnet_reconcile_passes_total", Help: "Reconcile passes by result.",
+		}, []string{"result"}),
+		reconcileActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vpcnet_reconcile_actions_total", Help: "Planner actions performed, by kind and result.",
+		}, []string{"kind", "result"}),
+		checkpointWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vpcnet_checkpoint_write_seconds", Help: "Time to write the checkpoint durably.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+		}),
+		checkpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vpcnet_checkpoint_write_errors_total", Help: "Checkpoint writes that failed; the change they carried was not made.",
+		}),
+		startup: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vpcnet_startup_duration_seconds", Help: "Time from start to ready.",
+		}),
+		unknownRoutes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vpcnet_unknown_pod_routes", Help: "Addresses the host routes to a pod that the checkpoint does not know; quarantined, and nothing is released while any exist.",
+		}),
+		staleEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vpcnet_stale_checkpoint_entries", Help: "Checkpoint entries whose address is on no attached ENI; kept and never released automatically.",
+		}),
+	}
+	cs := []prometheus.Collector{m.rpcs, m.rpcDuration, m.noAddress, m.reconcilePasses, m.reconcileActions,
+		m.checkpointWrite, m.checkpointErrors, m.startup, m.unknownRoutes, m.staleEntries, poolCollector{a}}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observeRPC(method string, start time.Time, result string) {
+	m.rpcs.WithLabelValues(method, result).Inc()
+	m.rpcDuration.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+var (
+	descAddresses = prometheus.NewDesc("vpcnet_addresses", "Pod addresses in the pool by state (assigned, cooling, free).", []string{"state"}, nil)
+	descENIs      = prometheus.NewDesc("vpcnet_enis_attached", "ENIs in the pool, primary included.", nil, nil)
+	descENIsMax   = prometheus.NewDesc("vpcnet_enis_max", "ENIs the instance type and MAX_ENI allow.", nil, nil)
+	descPrefixes  = prometheus.NewDesc("vpcnet_prefixes", "Delegated /28 prefixes in the pool.", nil, nil)
+	descWaiting   = prometheus.NewDesc("vpcnet_add_waiting", "Add requests waiting for an address.", nil, nil)
+	descReady     = prometheus.NewDesc("vpcnet_ready", "1 when every readiness condition holds.", nil, nil)
+)
+
+// poolCollector reads the pool when scraped.
+type poolCollector struct{ a *Agent }
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAddresses, descENIs, descENIsMax, descPrefixes, descWaiting, descReady} {
+		ch <- d
+	}
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	a.mu.Lock()
+	st := a.pool.Stats(a.now())
+	waiting := a.waiting
+	maxENIs := a.maxENIsLocked()
+	a.mu.Unlock()
+	prefixes := 0
+	for _, e := range st.ENIs {
+		for _, b := range e.Blocks {
+			if b.Prefix.Bits() < 32 {
+				prefixes++
+			}
+		}
+	}
+	ready, _ := a.ready.get()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descAddresses, float64(st.Assigned), "assigned")
+	gauge(descAddresses, float64(st.Cooling), "cooling")
+	gauge(descAddresses, float64(st.Free), "free")
+	gauge(descENIs, float64(len(st.ENIs)))
+	gauge(descENIsMax, float64(maxENIs))
+	gauge(descPrefixes, float64(prefixes))
+	gauge(descWaiting, float64(waiting))
+	gauge(descReady, b2f(ready))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// maxParallelActions bounds how many EC2 mutations of one kind run at once:
+// enough to attach several ENIs during a burst without waiting out each
+// attach delay in turn, few enough to stay well inside EC2's buckets.
+const maxParallelActions = 4
+
+// reconcileLoop is the only goroutine that changes the pool's ENIs and
+// blocks through EC2, so two passes never overlap.
+func (a *Agent) reconcileLoop(ctx context.Context) {
+	tick := time.NewTicker(a.cfg.ReconcileInterval)
+	defer tick.Stop()
+	resync := true
+	for {
+		a.reconcile(ctx, resync)
+		resync = false
+		// Addresses coming out of cooldown change what the planner and
+		// readiness see, so wake for that too.
+		a.mu.Lock()
+		cooled := a.coolingWake(a.pool.Stats(a.now()))
+		a.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kickCh:
+		case <-cooled:
+		case <-tick.C:
+			resync = true
+		}
+	}
+}
+
+// reconcile is one pass: optionally re-read EC2, re-read the host, plan,
+// perform, and update readiness.
+func (a *Agent) reconcile(ctx context.Context, resync bool) {
+	result := "ok"
+	defer func() { a.met.reconcilePasses.WithLabelValues(result).Inc() }()
+	if resync {
+		if err := a.syncFromEC2(ctx); err != nil {
+			a.noteEC2(err)
+			result = "ec2_error"
+		} else {
+			a.noteEC2(nil)
+		}
+	}
+	if err := a.checkHost(ctx); err != nil {
+		a.log.Error("host check failed; nothing will be released this pass", "err", err)
+	}
+
+	a.mu.Lock()
+	now := a.now()
+	snap := a.pool.Snapshot(now)
+	snap.Waiting = a.waiting
+	cfg, lim := a.planCfg, a.limits
+	a.mu.Unlock()
+
+	actions, short := ipam.Plan(snap, cfg, lim, now)
+	growErr := a.perform(ctx, actions)
+	if growErr != nil {
+		result = "action_error"
+		a.noteEC2(growErr)
+	}
+	a.mu.Lock()
+	a.lastShortfall = short
+	a.lastGrowErr = growErr
+	a.lastReconcile = a.now()
+	a.mu.Unlock()
+	a.updateReadiness(ctx)
+}
+
+// noteEC2 records whether EC2 answered, for readiness and /v1/status.
+func (a *Agent) noteEC2(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil {
+		a.cloudOK = true
+		return
+	}
+	a.lastEC2Err = err.Error()
+	if !isActionRefusal(err) {
+		a.cloudOK = false
+	}
+}
+
+// isActionRefusal is an answer from EC2 that says no (exhaustion, limits),
+// as opposed to EC2 being unreachable.
+func isActionRefusal(err error) bool {
+	return cloud.IsSubnetExhausted(err) || cloud.IsAttachmentLimit(err) || cloud.IsAddressLimit(err) || cloud.ErrorCode(err) != ""
+}
+
+// perform runs the plan in the order the planner documents (see
+// ipam.Action): all releases, then assigns, then attaches, then detaches.
+// Actions of one kind touch different ENIs, so they run in parallel, a few
+// at a time. The first failing kind ends the pass; the next pass plans
+// again from what actually happened.
+func (a *Agent) perform(ctx context.Context, actions []ipam.Action) error {
+	var devices []int
+	for _, kind := range []ipam.ActionKind{ipam.ReleaseBlocks, ipam.AssignBlocks, ipam.AttachENI, ipam.DetachENI} {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(maxParallelActions)
+		for _, act := range actions {
+			if act.Kind != kind {
+				continue
+			}
+			a.log.Info("EC2 change", "action", act.Kind.String(), "eni", act.ENIID, "count", act.Count, "blocks", len(act.Blocks), "reason", act.Reason)
+			var dev int
+			if kind == ipam.AttachENI {
+				var ok bool
+				dev, ok = a.freeDevice(devices)
+				if !ok {
+					return fmt.Errorf("attach ENI: no free device index below %d", a.limits.MaxENIs)
+				}
+				devices = append(devices, dev)
+			}
+			g.Go(func() error {
+				err := a.do(gctx, act, dev)
+				res := "ok"
+				if err != nil {
+					res = "error"
+					if errors.Is(err, errSkipped) {
+						res, err = "skipped", nil
+					}
+				}
+				a.met.reconcileActions.WithLabelValues(act.Kind.String(), res).Inc()
+				if err != nil {
+					a.log.Error("EC2 change failed", "action", act.String(), "err", err)
+				}
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errSkipped marks a release the agent declined at the last moment: a pod
+// took an address since the snapshot, the host routes to it, or releases
+// are on hold.
+var errSkipped = errors.New("skipped")
+
+func (a *Agent) do(ctx context.Context, act ipam.Action, dev int) error {
+	switch act.Kind {
+	case ipam.ReleaseBlocks:
+		return a.releaseBlocks(ctx, act)
+	case ipam.AssignBlocks:
+		return a.assignBlocks(ctx, act)
+	case ipam.AttachENI:
+		return a.attachENI(ctx, act, dev)
+	case ipam.DetachENI:
+		return a.detachENI(ctx, act)
+	}
+	panic(fmt.Sprintf("agent: unknown planner action %v", act.Kind))
+}
+
+// freeDevice picks the lowest device index no ENI uses or is being given.
+func (a *Agent) freeDevice(taken []int) (int, bool) {
+	a.mu.Lock()
+	used := append([]int(nil), taken...)
+	for _, e := range a.pool.ENIs() {
+		used = append(used, e.DeviceIndex)
+	}
+	max := a.limits.MaxENIs
+	a.mu.Unlock()
+	return cloud.FreeDeviceIndex(used, max)
+}

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+func TestPluginSocketIsRootOnlyAndServesAddDelCheckStatus(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	sock := n.env["VPCNET_SOCKET"]
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode = %v, want 0600", fi.Mode().Perm())
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := agentapi.NewAgentClient(conn)
+	ctx := context.Background()
+	at := &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}
+
+	st, err := c.Status(ctx, &agentapi.StatusRequest{})
+	if err != nil || !st.Ready || len(st.Conditions) != len(conditionOrder) {
+		t.Fatalf("Status = %v, %v; want ready with every condition", st, err)
+	}
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: at, PodNamespace: "default", PodName: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if add.Address == "" || add.SubnetGateway != "10.0.0.1" || add.Mtu != 9001 || add.NodePrimaryIp == "" || len(add.VpcCidrs) != 1 {
+		t.Fatalf("Add reply lacks what the plugin needs: %v", add)
+	}
+	chk, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: at})
+	if err != nil || chk.Address != add.Address {
+		t.Fatalf("Check = %v, %v; want %s", chk, err, add.Address)
+	}
+	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: &agentapi.Attachment{Network: "aws-cni"}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Add without a container id = %v, want InvalidArgument", err)
+	}
+	del, err := c.Del(ctx, &agentapi.DelRequest{Attachment: at})
+	if err != nil || !del.Released || del.Address != add.Address {
+		t.Fatalf("Del = %v, %v", del, err)
+	}
+	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: at}); status.Code(err) != codes.NotFound {
+		t.Fatalf("Check after Del = %v, want NotFound", err)
+	}
+}
+
+func TestGCReleasesOnlyWhatTheRuntimeNoLongerHas(t *testing.T) {
+	w := newWorld(t)
+	a := w.node("i-node1", map[string]string{"IP_COOLDOWN_PERIOD": "0"}).start(t)
+	a.waitReady(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := a.Add(ctx, key(i), pod(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, err := a.GC(ctx, "aws-cni", map[ipam.Key]bool{key(0): true, key(2): true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) != 1 || gone[0].Key != key(1) {
+		t.Fatalf("GC released %v, want only %s", gone, key(1))
+	}
+	if _, ok := a.pool.Lookup(key(0)); !ok {
+		t.Fatal("GC released an attachment the runtime still has")
+	}
+}
