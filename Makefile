@@ -24,7 +24,7 @@ generate:
 	$(GO) generate $(PKGS)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ipam/ ./checkpoint/...
 
 demo:
 	@echo "make demo arrives with the end-to-end issue (plugin, dataplane and VPC fabric); it is not built yet." >&2

@@ -138,6 +138,7 @@ func TestSubnetExhaustionNamesTheSubnetAndWhatToDo(t *testing.T) {
 	if na.Reason != ReasonSubnetExhausted {
 		t.Fatalf("reason = %q (%v), want %q", na.Reason, err, ReasonSubnetExhausted)
 	}
+	t.Log(err)
 	for _, want := range []string{"subnet-tiny", "InsufficientFreeAddressesInSubnet", "default/p009"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)

@@ -56,8 +56,8 @@ func TestThrottleIsPerActionTokenBucket(t *testing.T) {
 
 func TestThrottleDefaultsAreEC2s(t *testing.T) {
 	e := newEnv(t, baseTopology, func(t *sim.Topology) { t.Throttle = sim.ThrottleSpec{} })
-	// EC2's default mutating bucket holds 200 tokens.
-	for i := range 200 {
+	// EC2's default bucket for the ENI mutating actions holds 100 tokens.
+	for i := range 100 {
 		if _, err := e.ec2.CreateTags(e.ctx, &ec2.CreateTagsInput{Resources: []string{"i-node1"}, Tags: tagList("k", "v")}); err != nil {
 			t.Fatalf("call %d: %v", i+1, err)
 		}

@@ -90,11 +90,13 @@ type BucketSpec struct {
 	Refill float64 `json:"refill"`
 }
 
-// EC2's published request-token defaults: mutating actions hold 200 tokens
-// and refill 5 per second; non-mutating (Describe) actions hold 100 and
-// refill 20 per second.
+// EC2's published request-token defaults for the actions emulated here:
+// the ENI mutating actions (create, delete, assign, unassign, modify) hold
+// 100 tokens and refill 5 per second; non-mutating (Describe) actions hold
+// 100 and refill 20 per second. Attach and detach are smaller (50) in EC2;
+// a topology can say so per action.
 var (
-	defaultMutatingBucket = BucketSpec{Burst: 200, Refill: 5}
+	defaultMutatingBucket = BucketSpec{Burst: 100, Refill: 5}
 	defaultDescribeBucket = BucketSpec{Burst: 100, Refill: 20}
 )
 

@@ -40,7 +40,7 @@ func TestParseTopologyExample(t *testing.T) {
 	if time.Duration(topo.AttachDelay) != 2*time.Second || time.Duration(topo.DetachDelay) != time.Second || time.Duration(topo.IMDSLag) != 500*time.Millisecond {
 		t.Errorf("delays = %v %v %v", topo.AttachDelay, topo.DetachDelay, topo.IMDSLag)
 	}
-	if topo.Throttle.Mutating != (sim.BucketSpec{Burst: 200, Refill: 5}) || topo.Throttle.Describe != (sim.BucketSpec{Burst: 100, Refill: 20}) {
+	if topo.Throttle.Mutating != (sim.BucketSpec{Burst: 100, Refill: 5}) || topo.Throttle.Describe != (sim.BucketSpec{Burst: 100, Refill: 20}) {
 		t.Errorf("throttle = %+v", topo.Throttle)
 	}
 	f := topo.Faults["AttachNetworkInterface"].Fault()
@@ -102,7 +102,7 @@ func TestParseTopologyRejectsMistakes(t *testing.T) {
 		{"fault on an unknown action", func(s string) string {
 			return strings.Replace(s, "  AttachNetworkInterface: {", "  AttachNetworkInterfaces: {", 1)
 		}, "AttachNetworkInterfaces"},
-		{"empty bucket", func(s string) string { return strings.Replace(s, "burst: 200, refill: 5", "burst: 0, refill: 5", 1) }, "burst"},
+		{"empty bucket", func(s string) string { return strings.Replace(s, "burst: 100, refill: 5", "burst: 0, refill: 5", 1) }, "burst"},
 		{"no security group", func(s string) string { return strings.Replace(s, "securityGroups: [sg-0sim]", "securityGroups: []", 1) }, "securityGroups"},
 	}
 	for _, tt := range tests {
