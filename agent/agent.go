@@ -88,6 +88,9 @@ type Agent struct {
 	lastReconcile time.Time
 	lastEC2Err    string
 	cloudOK       bool
+	// httpAddrs are the introspection and metrics listeners, in that
+	// order, once bound (tests bind port 0).
+	httpAddrs []string
 }
 
 // eniMeta is what the agent needs about an attached ENI beyond the pool.

@@ -53,6 +53,9 @@ func (a *Agent) serve(ctx context.Context, wg *sync.WaitGroup, addr string, h ht
 		return err
 	}
 	a.log.Info("serving HTTP", "addr", l.Addr().String())
+	a.mu.Lock()
+	a.httpAddrs = append(a.httpAddrs, l.Addr().String())
+	a.mu.Unlock()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	wg.Add(2)
 	go func() {
