@@ -124,6 +124,8 @@ func (a *Agent) releaseBlocks(ctx context.Context, act ipam.Action) error {
 	for _, b := range blocksOf(eni) {
 		onENI[b] = true
 	}
+	// Read the host again rather than trust the pass's earlier look: a pod
+	// wired since then must still stop the release.
 	routed, err := a.host.PodAddrs(ctx)
 	if err != nil {
 		return fmt.Errorf("read host pod routes before release: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/cloud"
@@ -38,23 +39,17 @@ const (
 // Add gives key an address, waiting up to the configured time for the
 // reconciler to bring more when the pool is empty. The same key always
 // gets the same address. The assignment is on disk before Add returns.
-func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (ipam.Assignment, error) {
-	start := a.now()
+func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (as ipam.Assignment, err error) {
+	defer a.met.observeRPC("add", a.now(), &err)
 	deadline := time.NewTimer(a.cfg.AddWait)
 	defer deadline.Stop()
 	for {
 		a.mu.Lock()
 		as, err := a.assignLocked(key, pod)
-		if err == nil {
-			a.mu.Unlock()
-			a.met.observeRPC("add", start, "ok")
-			return as, nil
-		}
 		var nf *ipam.NoFreeAddressError
 		if !errors.As(err, &nf) {
 			a.mu.Unlock()
-			a.met.observeRPC("add", start, "error")
-			return ipam.Assignment{}, err
+			return as, err
 		}
 		a.waiting++
 		avail := a.avail
@@ -74,15 +69,14 @@ func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (ipam.Assig
 		a.mu.Lock()
 		a.waiting--
 		if timedOut {
+			// One last try: addresses may have arrived as the timer fired.
 			if as, err := a.assignLocked(key, pod); err == nil {
 				a.mu.Unlock()
-				a.met.observeRPC("add", start, "ok")
 				return as, nil
 			}
 			noAddr := a.explainLocked(pod)
 			a.mu.Unlock()
 			a.met.noAddress.WithLabelValues(noAddr.Reason).Inc()
-			a.met.observeRPC("add", start, "no_address")
 			return ipam.Assignment{}, noAddr
 		}
 		a.mu.Unlock()
@@ -98,11 +92,14 @@ func (a *Agent) assignLocked(key ipam.Key, pod ipam.Pod) (ipam.Assignment, error
 	if err != nil {
 		return ipam.Assignment{}, err
 	}
+	stale := slices.Clone(a.stale)
 	dropped := a.dropStaleLocked(key)
 	if err := a.saveLocked(nil); err != nil {
 		// Not durable, so not given: the address cools down as if freed,
-		// which is the safe side if the write did reach the disk.
+		// which is the safe side if the write did reach the disk, and the
+		// stale entry stays for the next write.
 		a.pool.Unassign(key, a.now())
+		a.stale = stale
 		return ipam.Assignment{}, fmt.Errorf("assign %s: %w", key, err)
 	}
 	if dropped {
@@ -167,18 +164,16 @@ func (a *Agent) explainLocked(pod ipam.Pod) *NoAddressError {
 // runtime may repeat a Del, or the agent may have restarted in between.
 // The checkpoint without the key is written before the pool lets go, so a
 // failed write changes nothing.
-func (a *Agent) Del(ctx context.Context, key ipam.Key) (ipam.Assignment, bool, error) {
-	start := a.now()
+func (a *Agent) Del(ctx context.Context, key ipam.Key) (_ ipam.Assignment, _ bool, err error) {
+	defer a.met.observeRPC("del", a.now(), &err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, held := a.pool.Lookup(key)
 	stale := a.isStaleLocked(key)
 	if !held && !stale {
-		a.met.observeRPC("del", start, "ok")
 		return ipam.Assignment{}, false, nil
 	}
 	if err := a.saveLocked(map[ipam.Key]bool{key: true}); err != nil {
-		a.met.observeRPC("del", start, "error")
 		return ipam.Assignment{}, false, fmt.Errorf("release %s: %w", key, err)
 	}
 	a.dropStaleLocked(key)
@@ -186,7 +181,6 @@ func (a *Agent) Del(ctx context.Context, key ipam.Key) (ipam.Assignment, bool, e
 	if ok {
 		a.log.Info("released", "key", key.String(), "pod", as.Pod.String(), "addr", as.Addr.String(), "cooldown", a.cfg.Cooldown.String())
 	}
-	a.met.observeRPC("del", start, "ok")
 	a.kick()
 	return as, ok, nil
 }
@@ -194,8 +188,8 @@ func (a *Agent) Del(ctx context.Context, key ipam.Key) (ipam.Assignment, bool, e
 // GC releases every assignment of network that the runtime no longer has,
 // once it is older than the cooldown: an attachment whose ADD is still in
 // flight is not yet in the runtime's list and must not be collected.
-func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool) ([]ipam.Assignment, error) {
-	start := a.now()
+func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool) (_ []ipam.Assignment, err error) {
+	defer a.met.observeRPC("gc", a.now(), &err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -207,7 +201,6 @@ func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool)
 		gone = append(gone, as)
 	}
 	if len(gone) == 0 {
-		a.met.observeRPC("gc", start, "ok")
 		return nil, nil
 	}
 	without := make(map[ipam.Key]bool, len(gone))
@@ -215,14 +208,12 @@ func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool)
 		without[as.Key] = true
 	}
 	if err := a.saveLocked(without); err != nil {
-		a.met.observeRPC("gc", start, "error")
 		return nil, fmt.Errorf("garbage-collect %s: %w", network, err)
 	}
 	for _, as := range gone {
 		a.pool.Unassign(as.Key, now)
 		a.log.Info("released by GC: the runtime no longer has the attachment", "key", as.Key.String(), "pod", as.Pod.String(), "addr", as.Addr.String())
 	}
-	a.met.observeRPC("gc", start, "ok")
 	a.kick()
 	return gone, nil
 }

@@ -20,8 +20,13 @@ func TestStartOnAnEmptyNodeFillsThePrimaryENIAndWritesTheCNIConfigOnlyWhenReady(
 	conf := filepath.Join(n.env["VPCNET_CNI_CONF_DIR"], "10-vpcnet.conflist")
 	a := n.start(t)
 	a.waitReady(t)
-	if _, err := os.Stat(conf); err != nil {
-		t.Fatalf("ready agent wrote no CNI config: %v", err)
+	// Readiness comes first and the config right after it, in the same pass.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, err := os.Stat(conf); err != nil; _, err = os.Stat(conf) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ready agent wrote no CNI config: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	// m5.large: 10 IPv4 per ENI, so the primary ENI carries 9 pod
 	// addresses, and WARM_ENI_TARGET=1 is met by those 9 free ones.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,4 +240,15 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// failing lists the conditions that do not hold, for test failures.
+func failing(conds []Condition) string {
+	var parts []string
+	for _, c := range conds {
+		if !c.OK {
+			parts = append(parts, c.Name+": "+c.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

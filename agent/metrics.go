@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 // time from the pool itself, so they can never disagree with it.
 type metrics struct {
 	gatherer prometheus.Gatherer
+	now      func() time.Time
 
 	rpcs             *prometheus.CounterVec
 	rpcDuration      *prometheus.HistogramVec
@@ -27,6 +29,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer, a *Agent) (*metrics, error) {
 	m := &metrics{
 		gatherer: g,
+		now:      a.now,
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vpcnet_rpc_requests_total", Help: "Plugin requests by method (add, del, gc) and result.",
 		}, []string{"method", "result"}),
@@ -70,9 +73,19 @@ func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer, a *Agent) (*me
 	return m, nil
 }
 
-func (m *metrics) observeRPC(method string, start time.Time, result string) {
+// observeRPC counts a finished plugin request; call it deferred with the
+// request's start and a pointer to its error.
+func (m *metrics) observeRPC(method string, start time.Time, err *error) {
+	result := "ok"
+	var na *NoAddressError
+	switch {
+	case errors.As(*err, &na):
+		result = "no_address"
+	case *err != nil:
+		result = "error"
+	}
 	m.rpcs.WithLabelValues(method, result).Inc()
-	m.rpcDuration.WithLabelValues(method).Observe(time.Since(start).Seconds())
+	m.rpcDuration.WithLabelValues(method).Observe(m.now().Sub(start).Seconds())
 }
 
 var (

@@ -89,15 +89,11 @@ func (a *Agent) noteEC2(err error) {
 		return
 	}
 	a.lastEC2Err = err.Error()
-	if !isActionRefusal(err) {
+	// An error with an AWS code is an answer (exhaustion, a limit, a
+	// throttle): EC2 is reachable, it said no. Only silence counts against it.
+	if cloud.ErrorCode(err) == "" {
 		a.cloudOK = false
 	}
-}
-
-// isActionRefusal is an answer from EC2 that says no (exhaustion, limits),
-// as opposed to EC2 being unreachable.
-func isActionRefusal(err error) bool {
-	return cloud.IsSubnetExhausted(err) || cloud.IsAttachmentLimit(err) || cloud.IsAddressLimit(err) || cloud.ErrorCode(err) != ""
 }
 
 // perform runs the plan in the order the planner documents (see

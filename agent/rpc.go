@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -140,17 +139,4 @@ func toStatus(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-func failing(conds []Condition) string {
-	var s string
-	for _, c := range conds {
-		if !c.OK {
-			if s != "" {
-				s += "; "
-			}
-			s += fmt.Sprintf("%s: %s", c.Name, c.Message)
-		}
-	}
-	return s
 }
