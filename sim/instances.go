@@ -179,3 +179,6 @@ func (c *Cloud) deleteENILocked(e *eni) {
 	}
 	delete(c.enis, e.id)
 }
+
+// VPCCIDRs are the VPC's address ranges.
+func (c *Cloud) VPCCIDRs() []netip.Prefix { return slices.Clone(c.vpcCIDRs) }

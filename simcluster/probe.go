@@ -1,0 +1,69 @@
+package simcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/vpcnet/vpcnet/fabric"
+)
+
+// Endpoint is somewhere a TCP connection can start or end: a pod, a node,
+// or the internet stand-in.
+type Endpoint struct {
+	Name  string
+	NetNS string
+	Addr  netip.Addr
+}
+
+// Endpoint of the pod.
+func (p *Pod) Endpoint() Endpoint { return Endpoint{Name: p.Name, NetNS: p.NetNS, Addr: p.Addr} }
+
+// Endpoint of the node, at its primary address.
+func (n *Node) Endpoint() Endpoint { return Endpoint{Name: n.ID, NetNS: n.NetNS, Addr: n.PrimaryIP} }
+
+// Internet is the host standing for the internet.
+func (c *Cluster) Internet() Endpoint {
+	return Endpoint{Name: "internet", NetNS: c.state.Internet, Addr: fabric.InternetAddr}
+}
+
+// Probe opens a TCP connection from one endpoint to another and returns
+// the source address the receiver saw: the pod's own address inside the
+// VPC, the node's primary address after SNAT. The listener lives only for
+// the probe, so probing needs nothing running in the pods.
+func Probe(ctx context.Context, from, to Endpoint) (netip.Addr, error) {
+	ln, err := fabric.Listen(to.NetNS, "tcp4", net.JoinHostPort(to.Addr.String(), "0"))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("listen in %s: %w", to.Name, err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := fabric.Dial(ctx, from.NetNS, "tcp4", net.JoinHostPort(to.Addr.String(), strconv.Itoa(port)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%s → %s (%s): %w", from.Name, to.Name, to.Addr, err)
+	}
+	defer conn.Close()
+	select {
+	case c, ok := <-accepted:
+		if !ok {
+			return netip.Addr{}, fmt.Errorf("%s → %s: listener closed", from.Name, to.Name)
+		}
+		defer c.Close()
+		return c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(), nil
+	case <-ctx.Done():
+		return netip.Addr{}, fmt.Errorf("%s → %s: connected but never accepted: %w", from.Name, to.Name, ctx.Err())
+	}
+}

@@ -1,0 +1,92 @@
+package simcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// ENI is one entry of an agent's /v1/enis, the fields tools here use.
+type ENI struct {
+	ID          string `json:"id"`
+	DeviceIndex int    `json:"deviceIndex"`
+	Primary     bool   `json:"primary"`
+	Total       int    `json:"total"`
+	Assigned    int    `json:"assigned"`
+	Cooling     int    `json:"cooling"`
+	Free        int    `json:"free"`
+}
+
+// Holder is one entry of an agent's /v1/pods.
+type Holder struct {
+	Address     netip.Addr `json:"address"`
+	Pod         string     `json:"pod"`
+	ContainerID string     `json:"containerId"`
+}
+
+// ENIs is the agent's view of its pool.
+func (n *Node) ENIs(ctx context.Context) ([]ENI, error) {
+	var out []ENI
+	return out, n.getJSON(ctx, "/v1/enis", &out)
+}
+
+// Holders lists who the agent says holds which address.
+func (n *Node) Holders(ctx context.Context) ([]Holder, error) {
+	var out []Holder
+	return out, n.getJSON(ctx, "/v1/pods", &out)
+}
+
+func (n *Node) getJSON(ctx context.Context, path string, v any) error {
+	body, err := n.Get(ctx, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("node %s: decode %s: %w", n.ID, path, err)
+	}
+	return nil
+}
+
+// GC runs CNI GC with the pods the runtime still has, as containerd does
+// periodically: the agent releases every other address it holds.
+func (n *Node) GC(ctx context.Context, valid []*Pod) error {
+	cni, list, err := n.cni()
+	if err != nil {
+		return err
+	}
+	args := &libcni.GCArgs{}
+	for _, p := range valid {
+		args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: p.ContainerID, IfName: "eth0"})
+	}
+	return n.inNode(func() error { return cni.GCNetworkList(ctx, list, args) })
+}
+
+// ENIOf says which ENI EC2 has the address on, and its device index; ok is
+// false if no ENI attached to the node carries it. Only a cluster started
+// in this process can ask the emulator.
+func (c *Cluster) ENIOf(node string, addr netip.Addr) (id string, deviceIndex int, ok bool) {
+	if c.Cloud == nil {
+		return "", 0, false
+	}
+	ifs, err := c.Cloud.Interfaces(node)
+	if err != nil {
+		return "", 0, false
+	}
+	for _, e := range ifs {
+		for _, a := range e.Addresses {
+			if a == addr {
+				return e.ID, e.DeviceIndex, true
+			}
+		}
+		for _, p := range e.Prefixes {
+			if p.Contains(addr) {
+				return e.ID, e.DeviceIndex, true
+			}
+		}
+	}
+	return "", 0, false
+}
