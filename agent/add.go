@@ -49,6 +49,12 @@ func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (as ipam.As
 		var nf *ipam.NoFreeAddressError
 		if !errors.As(err, &nf) {
 			a.mu.Unlock()
+			if err == nil {
+				// Each address taken lowers what is available; the
+				// reconciler restores the warm target now rather than at
+				// the next periodic pass, so the next pods do not wait.
+				a.kick()
+			}
 			return as, err
 		}
 		a.waiting++

@@ -185,6 +185,14 @@ func (a *Agent) checkHost(ctx context.Context) error {
 			continue
 		}
 		if _, err := a.pool.Restore(quarantineKey(ip), ipam.Pod{}, ip, now); err != nil {
+			var cooling *ipam.AddrCoolingError
+			if errors.As(err, &cooling) {
+				// The plugin's DEL releases the address before it unwires
+				// the pod; the route goes a moment later. If it outlives
+				// the cooldown, the address is quarantined then.
+				a.log.Debug("released pod address still routed while its DEL finishes", "addr", ip.String(), "coolsUntil", cooling.Until)
+				continue
+			}
 			a.log.Error("host routes a pod address the pool cannot hold", "addr", ip.String(), "err", err)
 			continue
 		}

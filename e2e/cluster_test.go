@@ -56,6 +56,13 @@ func startCluster(t *testing.T, instances string, nodeEnv map[string][]string) *
 			for _, n := range c.Nodes {
 				data, _ := os.ReadFile(n.AgentLog())
 				t.Logf("log of vpcnetd on %s:\n%s", n.ID, tail(string(data), 40))
+				// VPCNET_E2E_LOGS keeps whole logs of failed tests.
+				if dir := os.Getenv("VPCNET_E2E_LOGS"); dir != "" {
+					name := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+n.ID+".log")
+					if err := os.MkdirAll(dir, 0o755); err == nil {
+						os.WriteFile(name, data, 0o644)
+					}
+				}
 			}
 		}
 		if err := c.Close(); err != nil {

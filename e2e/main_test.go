@@ -12,7 +12,8 @@ import (
 	"testing"
 )
 
-// binDir holds vpcnetd, vpcnet and portmap, built once for every test.
+// binDir holds vpcnetd, vpcnet, vpcnetctl and portmap, built once for
+// every test.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 // build compiles the binaries the way `make build-sim` does.
 func build(dir string) error {
 	steps := [][]string{
-		{"go", "build", "-o", dir + "/", "../cmd/vpcnetd", "../cmd/vpcnet"},
+		{"go", "build", "-o", dir + "/", "../cmd/vpcnetd", "../cmd/vpcnet", "../cmd/vpcnetctl"},
 		{"go", "install", "github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1"},
 	}
 	for _, s := range steps {
@@ -54,7 +55,7 @@ func build(dir string) error {
 			return fmt.Errorf("%v: %v\n%s", s, err, out)
 		}
 	}
-	for _, b := range []string{"vpcnetd", "vpcnet", "portmap"} {
+	for _, b := range []string{"vpcnetd", "vpcnet", "vpcnetctl", "portmap"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return fmt.Errorf("build: %w", err)
 		}

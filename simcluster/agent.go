@@ -141,9 +141,13 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		n.mu.Lock()
 		exited := n.exited
 		n.mu.Unlock()
+		// Ready for the kubelet is the agent ready and its CNI
+		// configuration written.
 		body, code, err := n.get(ctx, "/readyz")
 		if err == nil && code == http.StatusOK {
-			return nil
+			if _, _, cerr := n.cni(); cerr == nil {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():

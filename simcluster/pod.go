@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -96,8 +97,11 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 	if err != nil {
 		// containerd tears a failed sandbox down with DEL before it
 		// removes the namespace; so does this.
+		// The cleanup runs even when the ADD was cancelled.
 		if cni != nil {
-			_ = n.inNode(func() error { return cni.DelNetworkList(ctx, list, p.runtimeConf()) })
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			_ = n.inNode(func() error { return cni.DelNetworkList(dctx, list, p.runtimeConf()) })
+			cancel()
 		}
 		_ = fabric.DeleteNS(nsName)
 		return nil, fmt.Errorf("add pod %s on %s: %w", name, n.ID, err)

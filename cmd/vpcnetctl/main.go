@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -71,5 +72,22 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: vpcnetctl COMMAND [ARGS]\n\ncommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
+
+// parseInterspersed parses flags wherever they appear among the
+// positional arguments, so `pod add NODE NAME --state DIR` works as well as
+// `pod add --state DIR NODE NAME`. It returns the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 }

@@ -15,11 +15,27 @@ import (
 	"github.com/vpcnet/vpcnet/sim"
 )
 
+// simUsage lists the sim subcommands.
+const simUsage = `want one of:
+  vpcnetctl sim demo [--bin DIR]                  run the whole demo and tear it down
+  vpcnetctl sim up [--topology FILE] [--bin DIR]  start a cluster and keep it up
+  vpcnetctl sim pod add NODE NAME | pod del NAME | pod list
+  vpcnetctl sim status                            nodes, pods and each agent's pool
+  vpcnetctl sim down                              stop it and remove what is left
+  vpcnetctl sim serve --topology FILE             only the EC2 API and IMDS, on loopback`
+
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "serve" {
-		return fmt.Errorf("%w: want \"vpcnetctl sim serve --topology FILE\"", errUsage)
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, simUsage)
 	}
-	return simServe(ctx, args[1:], stdout, stderr)
+	sub := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"serve": simServe, "demo": simDemo, "up": simUp, "down": simDown,
+		"pod": simPod, "status": simStatus, "run": simRun,
+	}[args[0]]
+	if sub == nil {
+		return fmt.Errorf("%w: unknown \"sim %s\"; %s", errUsage, args[0], simUsage)
+	}
+	return sub(ctx, args[1:], stdout, stderr)
 }
 
 // simServe runs the local cloud until ctx ends: the EC2 API on one

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/vpcnet/vpcnet/fabric"
+	"github.com/vpcnet/vpcnet/simcluster"
+)
+
+// demoPrefix names the demo's namespaces apart from `sim up`'s.
+const demoPrefix = "vpcdemo-"
+
+// simDemo runs the README's demo: two nodes, ten pods, connectivity
+// proven every way, the agents' pools shown, everything removed.
+func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("vpcnetctl sim demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := addClusterFlags(fs)
+	pods := fs.Int("pods", 10, "pods to create, spread over the nodes")
+	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 || *pods < 1 {
+		return fmt.Errorf("%w: want \"vpcnetctl sim demo [--bin DIR] [--topology FILE] [--pods N]\"", errUsage)
+	}
+	start := time.Now()
+	step := func(format string, a ...any) {
+		fmt.Fprintf(stdout, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	state, err := os.MkdirTemp("", "vpcnet-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(state)
+	*cf.state = state
+	opts, err := cf.options(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	opts.Prefix = demoPrefix
+	if left, _ := fabric.Sweep(demoPrefix); len(left) > 0 {
+		step("removed %d namespaces an interrupted demo left", len(left))
+	}
+
+	step("starting the local cloud: EC2 API and IMDS emulator, VPC fabric, vpcnetd on every node")
+	c, err := simcluster.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("tearing down: agents stopped, namespaces deleted")
+		cerr := c.Close()
+		if left, _ := fabric.Sweep(demoPrefix); len(left) > 0 {
+			cerr = errors.Join(cerr, fmt.Errorf("namespaces left after teardown: %v", left))
+		}
+		if cerr == nil && err == nil {
+			step("done: nothing left behind")
+		}
+		err = errors.Join(err, cerr)
+	}()
+	if err := c.WaitReady(ctx); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		step("  %s %s primary %s: vpcnetd ready", n.ID, n.Type, n.PrimaryIP)
+	}
+
+	step("creating %d pods through libcni, as containerd would", *pods)
+	created, err := createPods(ctx, c, *pods)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "         %-8s %-8s %-10s %s\n", "POD", "NODE", "ADDRESS", "ENI (device)")
+	for _, p := range created {
+		eni, dev, _ := c.ENIOf(p.Node, p.Addr)
+		fmt.Fprintf(stdout, "         %-8s %-8s %-10s %s (%d)\n", p.Name, p.Node, p.Addr, eni, dev)
+	}
+
+	n, err := allPairs(ctx, c, created)
+	if err != nil {
+		return err
+	}
+	step("connectivity: %d TCP connections pod→pod and pod→node, every one seen from the pod's own address", n)
+	for _, p := range created {
+		node, _ := c.Node(p.Node)
+		seen, err := simcluster.Probe(ctx, p.Endpoint(), c.Internet())
+		if err != nil {
+			return err
+		}
+		if seen != node.PrimaryIP {
+			return fmt.Errorf("the internet saw %s as %s, want its node's primary address %s (SNAT)", p.Name, seen, node.PrimaryIP)
+		}
+	}
+	step("internet (%s): all %d pods arrive as their node's primary address (SNAT)", fabric.InternetAddr, len(created))
+
+	for _, node := range c.Nodes {
+		if err := printENIs(ctx, stdout, node); err != nil {
+			return err
+		}
+	}
+
+	step("deleting the pods")
+	for _, p := range created {
+		node, _ := c.Node(p.Node)
+		if err := node.DelPod(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createPods(ctx context.Context, c *simcluster.Cluster, count int) ([]*simcluster.Pod, error) {
+	out := make([]*simcluster.Pod, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Go(func() {
+			out[i], errs[i] = c.Nodes[i%len(c.Nodes)].AddPod(ctx, fmt.Sprintf("web-%d", i))
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// allPairs connects every pod to every other pod and to every node and
+// checks the receiver sees the pod's own address.
+func allPairs(ctx context.Context, c *simcluster.Cluster, pods []*simcluster.Pod) (int, error) {
+	n := 0
+	for _, a := range pods {
+		var targets []simcluster.Endpoint
+		for _, node := range c.Nodes {
+			targets = append(targets, node.Endpoint())
+		}
+		for _, b := range pods {
+			if b != a {
+				targets = append(targets, b.Endpoint())
+			}
+		}
+		for _, to := range targets {
+			seen, err := simcluster.Probe(ctx, a.Endpoint(), to)
+			if err != nil {
+				return n, err
+			}
+			if seen != a.Addr {
+				return n, fmt.Errorf("%s saw %s as %s", to.Name, a.Name, seen)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
