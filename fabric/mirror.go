@@ -119,8 +119,14 @@ func (f *Fabric) attach(ev sim.Event) error {
 	if err := upWithAddr(f.router.nl, w.routerLink, netip.PrefixFrom(gw, 32)); err != nil {
 		return err
 	}
-	for key, val := range map[string]string{"proxy_arp": "1", "rp_filter": "1"} {
-		if err := setSysctl(f.router.path, "net.ipv4.conf."+w.routerLink+"."+key, val); err != nil {
+	// proxy_delay 0: the kernel otherwise waits up to 0.8 s before a
+	// proxied ARP answer, which the VPC does not.
+	for key, val := range map[string]string{
+		"conf." + w.routerLink + ".proxy_arp":    "1",
+		"conf." + w.routerLink + ".rp_filter":    "1",
+		"neigh." + w.routerLink + ".proxy_delay": "0",
+	} {
+		if err := setSysctl(f.router.path, "net.ipv4."+key, val); err != nil {
 			return err
 		}
 	}

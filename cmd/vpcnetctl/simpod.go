@@ -40,7 +40,7 @@ func simPod(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		fmt.Fprintf(stdout, "%s on %s: %s (netns %s)\n", p.Name, p.Node, p.Addr, p.NetNS)
-		fmt.Fprintf(stdout, "try: ip netns exec %s ping -c1 %s\n", filepath.Base(p.NetNS), n.PrimaryIP)
+		fmt.Fprintf(stdout, "inside it: ip netns exec %s COMMAND (e.g. ping -c1 %s)\n", filepath.Base(p.NetNS), n.PrimaryIP)
 		return nil
 	case verb == "del" && len(pos) == 1:
 		p, err := c.Pod(pos[0])
