@@ -3,9 +3,10 @@ GO            ?= go
 STATICCHECK   ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS          := ./...
 BIN           := $(CURDIR)/bin
-# portmap is chained after vpcnet in the CNI configuration; the reference
-# plugin is built at the version go.mod pins.
-CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1
+# portmap is chained after vpcnet in the CNI configuration, bandwidth can
+# be; the reference plugins are built at the version go.mod pins.
+CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
+                 github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
 .PHONY: all build build-sim test lint unit bench generate demo clean
 

@@ -60,6 +60,9 @@ func Render(opts Options) ([]byte, error) {
 			"type":         "portmap",
 			"capabilities": map[string]bool{"portMappings": true},
 			"snat":         true,
+			// vpcnet's own rules are nftables; hostPort rules follow,
+			// and the node needs no iptables binary.
+			"backend": "nftables",
 		})
 	}
 	if opts.Bandwidth {

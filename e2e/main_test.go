@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// binDir holds vpcnetd, vpcnet, vpcnetctl and portmap, built once for
-// every test.
+// binDir holds vpcnetd, vpcnet, vpcnetctl and the reference portmap and
+// bandwidth plugins, built once for every test.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -46,7 +46,8 @@ func TestMain(m *testing.M) {
 func build(dir string) error {
 	steps := [][]string{
 		{"go", "build", "-o", dir + "/", "../cmd/vpcnetd", "../cmd/vpcnet", "../cmd/vpcnetctl"},
-		{"go", "install", "github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1"},
+		{"go", "install", "github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1",
+			"github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1"},
 	}
 	for _, s := range steps {
 		cmd := exec.Command(s[0], s[1:]...)
@@ -55,7 +56,7 @@ func build(dir string) error {
 			return fmt.Errorf("%v: %v\n%s", s, err, out)
 		}
 	}
-	for _, b := range []string{"vpcnetd", "vpcnet", "vpcnetctl", "portmap"} {
+	for _, b := range []string{"vpcnetd", "vpcnet", "vpcnetctl", "portmap", "bandwidth"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return fmt.Errorf("build: %w", err)
 		}

@@ -27,6 +27,20 @@ type Pod struct {
 	NetNS       string     `json:"netns"`
 	ContainerID string     `json:"containerId"`
 	Addr        netip.Addr `json:"addr"`
+	// Chain and Capabilities are what the pod was added with (see
+	// PodOptions); DEL and CHECK pass them again, as the runtime does.
+	Chain        []map[string]any `json:"chain,omitempty"`
+	Capabilities map[string]any   `json:"capabilities,omitempty"`
+}
+
+// PodOptions shape one pod's CNI invocation.
+type PodOptions struct {
+	// Chain adds plugins after the agent's configuration list, as an
+	// operator's own conflist would (bandwidth, a second portmap, ...).
+	Chain []map[string]any
+	// Capabilities are the runtime's capability arguments, such as
+	// portMappings for hostPort and bandwidth for traffic shaping.
+	Capabilities map[string]any
 }
 
 var podName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$`)
@@ -39,21 +53,42 @@ func (p *Pod) runtimeConf() *libcni.RuntimeConf {
 			{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.Namespace},
 			{"K8S_POD_NAME", p.Name}, {"K8S_POD_INFRA_CONTAINER_ID", p.ContainerID},
 		},
+		CapabilityArgs: p.Capabilities,
 	}
 }
 
-// cni is the runtime's view of the node: the agent's conflist and the
-// plugin directory.
-func (n *Node) cni() (*libcni.CNIConfig, *libcni.NetworkConfigList, error) {
+// cni is the runtime's view of the node: the agent's conflist, with chain
+// appended, and the plugin directory.
+func (n *Node) cni(chain ...map[string]any) (*libcni.CNIConfig, *libcni.NetworkConfigList, error) {
 	files, err := libcni.ConfFiles(n.confDir(), []string{".conflist"})
 	if err != nil || len(files) == 0 {
 		return nil, nil, fmt.Errorf("node %s: no CNI configuration in %s yet (the agent writes it once ready): %v", n.ID, n.confDir(), err)
 	}
-	list, err := libcni.ConfListFromFile(files[0])
+	data, err := os.ReadFile(files[0])
+	if err == nil && len(chain) > 0 {
+		data, err = appendPlugins(data, chain)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}
+	list, err := libcni.ConfListFromBytes(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %s: %s: %w", n.ID, files[0], err)
+	}
 	return libcni.NewCNIConfigWithCacheDir([]string{n.cluster.state.BinDir}, n.cniCacheDir(), nil), list, nil
+}
+
+func appendPlugins(conflist []byte, chain []map[string]any) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(conflist, &doc); err != nil {
+		return nil, err
+	}
+	plugins, _ := doc["plugins"].([]any)
+	for _, p := range chain {
+		plugins = append(plugins, p)
+	}
+	doc["plugins"] = plugins
+	return json.Marshal(doc)
 }
 
 // inNode runs f on a thread in the node's namespace, so the plugin the
@@ -69,10 +104,16 @@ func (n *Node) inNode(f func() error) error {
 // AddPod creates a pod's namespace and runs CNI ADD for it; the pod then
 // answers probes (see Probe). A failed ADD leaves no namespace behind.
 func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
+	return n.AddPodWith(ctx, name, PodOptions{})
+}
+
+// AddPodWith is AddPod with a chain of further plugins and capability
+// arguments.
+func (n *Node) AddPodWith(ctx context.Context, name string, opts PodOptions) (*Pod, error) {
 	if !podName.MatchString(name) {
 		return nil, fmt.Errorf("pod name %q: use lower-case letters, digits and '-', at most 42 characters", name)
 	}
-	p := &Pod{Name: name, Namespace: "default", Node: n.ID, ContainerID: "sim-" + name}
+	p := &Pod{Name: name, Namespace: "default", Node: n.ID, ContainerID: "sim-" + name, Chain: opts.Chain, Capabilities: opts.Capabilities}
 	if _, err := os.Stat(n.cluster.podFile(name)); err == nil {
 		return nil, fmt.Errorf("pod %s already exists", name)
 	}
@@ -82,7 +123,7 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 		return nil, err
 	}
 	p.NetNS = path
-	cni, list, err := n.cni()
+	cni, list, err := n.cni(p.Chain...)
 	if err == nil {
 		var res types.Result
 		err = n.inNode(func() error {
@@ -115,7 +156,7 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 // DelPod runs CNI DEL for the pod and removes its namespace, in the order
 // the kubelet uses when a pod is deleted.
 func (n *Node) DelPod(ctx context.Context, p *Pod) error {
-	cni, list, err := n.cni()
+	cni, list, err := n.cni(p.Chain...)
 	if err != nil {
 		return err
 	}
@@ -130,7 +171,7 @@ func (n *Node) DelPod(ctx context.Context, p *Pod) error {
 
 // CheckPod runs CNI CHECK for the pod.
 func (n *Node) CheckPod(ctx context.Context, p *Pod) error {
-	cni, list, err := n.cni()
+	cni, list, err := n.cni(p.Chain...)
 	if err != nil {
 		return err
 	}

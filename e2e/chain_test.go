@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/fabric"
+	"github.com/vpcnet/vpcnet/simcluster"
+)
+
+// The reference portmap (in the agent's configuration list) and bandwidth
+// plugins run after vpcnet: a hostPort reaches the pod from another node,
+// the pod's veth is shaped, and DEL removes both.
+func TestChainedPortmapAndBandwidthWorkAfterVpcnet(t *testing.T) {
+	c := startCluster(t, twoNodes, nil)
+	a, b := c.Nodes[0], c.Nodes[1]
+	ctx := t.Context()
+	p, err := a.AddPodWith(ctx, "hostport", simcluster.PodOptions{
+		Chain: []map[string]any{{"type": "bandwidth", "capabilities": map[string]bool{"bandwidth": true}}},
+		Capabilities: map[string]any{
+			"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}},
+			"bandwidth":    map[string]any{"ingressRate": 8_000_000, "ingressBurst": 80_000, "egressRate": 8_000_000, "egressBurst": 80_000},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := fabric.Listen(p.NetNS, "tcp4", p.Addr.String()+":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(conn, "hello from the pod\n")
+			conn.Close()
+		}
+	}()
+	hostPort := a.PrimaryIP.String() + ":8080"
+	if got, err := fetch(ctx, b.NetNS, hostPort); err != nil || !strings.Contains(got, "hello from the pod") {
+		t.Errorf("hostPort %s from %s: %q, %v", hostPort, b.ID, got, err)
+	}
+	veth := dataplane.HostVethName("eni", p.Namespace, p.Name)
+	if n := qdiscs(t, a, veth); n == 0 {
+		t.Errorf("no traffic shaping on %s after ADD with a bandwidth limit", veth)
+	}
+	if err := a.CheckPod(ctx, p); err != nil {
+		t.Errorf("CHECK with the chain: %v", err)
+	}
+
+	if err := a.DelPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fetch(ctx, b.NetNS, hostPort); err == nil {
+		t.Errorf("hostPort still answers after DEL: %q", got)
+	}
+	if left := podState(t, a); len(left) > 0 {
+		t.Errorf("left after DEL: %v", left)
+	}
+}
+
+func fetch(ctx context.Context, nsPath, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := fabric.Dial(ctx, nsPath, "tcp4", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	data, err := io.ReadAll(conn)
+	return string(data), err
+}
+
+// qdiscs counts the non-default queueing disciplines on a node's link.
+func qdiscs(t *testing.T, n *simcluster.Node, link string) int {
+	t.Helper()
+	nl := nodeHandle(t, n)
+	defer nl.Close()
+	l, err := nl.LinkByName(link)
+	if err != nil {
+		t.Fatalf("%s on %s: %v", link, n.ID, err)
+	}
+	qs, err := nl.QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for _, q := range qs {
+		if q.Type() != "noqueue" && q.Type() != "pfifo_fast" {
+			count++
+		}
+	}
+	return count
+}
