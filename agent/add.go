@@ -34,6 +34,7 @@ const (
 	ReasonCooldown        = "cooldown"
 	ReasonEC2Error        = "ec2_error"
 	ReasonPending         = "pending"
+	ReasonENIConfig       = "eniconfig_not_ready"
 )
 
 // Add gives key an address, waiting up to the configured time for the
@@ -83,6 +84,7 @@ func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (as ipam.As
 			noAddr := a.explainLocked(pod)
 			a.mu.Unlock()
 			a.met.noAddress.WithLabelValues(noAddr.Reason).Inc()
+			a.recordNoAddress(noAddr)
 			return ipam.Assignment{}, noAddr
 		}
 		a.mu.Unlock()
@@ -135,6 +137,9 @@ func (a *Agent) explainLocked(pod ipam.Pod) *NoAddressError {
 	e := &NoAddressError{Pod: pod, Stats: st}
 	sf, growErr := a.lastShortfall, a.lastGrowErr
 	switch {
+	case a.cfg.CustomNetwork && !a.eniCfgOK:
+		e.Reason = ReasonENIConfig
+		e.Detail = "custom networking: no ENI can be attached for pod addresses: " + a.eniCfgMsg
 	case growErr != nil && cloud.IsSubnetExhausted(growErr):
 		e.Reason = ReasonSubnetExhausted
 		e.Detail = fmt.Sprintf("subnet %s has no free addresses (%s); add capacity with a larger or additional subnet (custom networking ENIConfig), or lower WARM_IP_TARGET/WARM_ENI_TARGET on other nodes", a.planCfg.SubnetID, cloud.ErrorCode(growErr))

@@ -37,6 +37,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// AttachTimeout bounds the wait for a new ENI to reach "attached".
 	AttachTimeout time.Duration
+	// Kube is the Kubernetes layer. Nil means NoKube: the agent runs
+	// without node identity, Events, custom networking or the taint.
+	Kube Kube
 }
 
 // Agent is one node's vpcnetd.
@@ -48,6 +51,9 @@ type Agent struct {
 	now   func() time.Time
 	met   *metrics
 	ready *readiness
+	// diag are the diagnostic conditions, which never block readiness.
+	diag *readiness
+	kube Kube
 
 	attachTimeout time.Duration
 	kickCh        chan struct{}
@@ -88,6 +94,16 @@ type Agent struct {
 	lastReconcile time.Time
 	lastEC2Err    string
 	cloudOK       bool
+	// With custom networking: eniCfgOK says planCfg's subnet and security
+	// groups are the ENIConfig's, and eniCfgMsg which, or why not;
+	// subnetChecks are EC2's definitive verdicts on ENIConfig subnets
+	// ("" is usable); ckAddrs are the checkpoint's addresses while it is
+	// restored, the only ones on the primary ENI the pool takes.
+	eniCfgOK      bool
+	eniCfgMsg     string
+	lastENIConfig ENIConfigState
+	subnetChecks  map[string]string
+	ckAddrs       map[netip.Addr]bool
 	// httpAddrs are the introspection and metrics listeners, in that
 	// order, once bound (tests bind port 0).
 	httpAddrs []string
@@ -117,6 +133,9 @@ func New(o Options) (*Agent, error) {
 	if o.AttachTimeout == 0 {
 		o.AttachTimeout = 2 * time.Minute
 	}
+	if o.Kube == nil {
+		o.Kube = NoKube{}
+	}
 	a := &Agent{
 		cfg:           o.Config,
 		cloud:         o.Cloud,
@@ -130,9 +149,16 @@ func New(o Options) (*Agent, error) {
 		avail:         make(chan struct{}),
 		eniMeta:       make(map[string]eniMeta),
 		subnets:       make(map[string]netip.Prefix),
+		subnetChecks:  make(map[string]string),
+		kube:          o.Kube,
 	}
-	a.ready = newReadiness(o.Now)
+	a.ready = newReadiness(o.Now, conditionOrder(o.Config.CustomNetwork))
 	a.ready.set(CondConfig, true, "all settings valid")
+	if o.Config.CustomNetwork {
+		a.eniCfgMsg = "waiting for the Kubernetes layer to read the node's ENIConfig"
+		a.ready.set(CondENIConfig, false, a.eniCfgMsg)
+	}
+	a.diag = newReadiness(o.Now, diagnosticOrder)
 	met, err := newMetrics(o.Registerer, o.Gatherer, a)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,9 @@ vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
 subnets:
 - {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/24}
 - {id: subnet-tiny, az: us-west-2a, cidr: 10.0.1.0/28}
-securityGroups: [sg-0sim]
+- {id: subnet-pods, az: us-west-2a, cidr: 10.0.4.0/24}
+- {id: subnet-2b, az: us-west-2b, cidr: 10.0.5.0/24}
+securityGroups: [sg-0sim, sg-pods]
 instanceTypes: [{name: x9.sim, maxENIs: 2, ipv4PerENI: 4}]
 instances:
 - {id: i-node1, type: m5.large, subnet: subnet-a}
@@ -123,6 +125,8 @@ type node struct {
 	host     *fakeHost
 	imds     string
 	env      map[string]string
+	// kube is the Kubernetes layer; nil runs the agent without one.
+	kube Kube
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -174,7 +178,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, Logger: log, AttachTimeout: 10 * time.Second})
+	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, Kube: n.kube, Logger: log, AttachTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,6 +194,10 @@ type statusView struct {
 	ReleaseHold   string      `json:"releaseHold,omitempty"`
 	Quarantined   []string    `json:"quarantined,omitempty"`
 	StaleEntries  []holdView  `json:"staleCheckpointEntries,omitempty"`
+	// Diagnostics never make the agent unready; doctor reads them.
+	Diagnostics      []Condition `json:"diagnostics"`
+	Kubernetes       KubeState   `json:"kubernetes"`
+	CustomNetworking string      `json:"customNetworking,omitempty"`
 }
 
 type ipamCounts struct {
@@ -205,13 +209,19 @@ type ipamCounts struct {
 
 func (a *Agent) statusView() any {
 	ready, conds := a.ready.get()
+	_, diag := a.diag.get()
+	ks := a.kube.State()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.pool.Stats(a.now())
 	v := statusView{Ready: ready, Conditions: conds, InstanceID: a.self.InstanceID, InstanceType: a.self.InstanceType,
 		MaxENIs: a.maxENIsLocked(), IPv4PerENI: a.limits.IPv4PerENI,
 		Addresses: ipamCounts{Total: st.Total, Assigned: st.Assigned, Cooling: st.Cooling, Free: st.Free},
-		Waiting:   a.waiting, LastReconcile: a.lastReconcile, LastEC2Error: a.lastEC2Err, ReleaseHold: a.hold}
+		Waiting:   a.waiting, LastReconcile: a.lastReconcile, LastEC2Error: a.lastEC2Err, ReleaseHold: a.hold,
+		Diagnostics: diag, Kubernetes: ks}
+	if a.cfg.CustomNetwork {
+		v.CustomNetworking = a.eniCfgMsg
+	}
 	if a.lastShortfall.Short() {
 		v.Shortfall = a.lastShortfall.String()
 	}

@@ -58,20 +58,28 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 	if err := a.checkHost(ctx); err != nil {
 		a.log.Error("host check failed; nothing will be released this pass", "err", err)
 	}
+	a.noteKube()
+	a.applyENIConfig(ctx)
+	a.dropFreePrimaryBlocks()
 
 	a.mu.Lock()
 	now := a.now()
 	snap := a.pool.Snapshot(now)
 	snap.Waiting = a.waiting
 	cfg, lim := a.planCfg, a.limits
+	eniCfgOK := a.eniCfgOK
 	a.mu.Unlock()
 
 	actions, short := ipam.Plan(snap, cfg, lim, now)
+	if cfg.CustomNetworking && !eniCfgOK {
+		actions = withoutENIChanges(actions)
+	}
 	growErr := a.perform(ctx, actions)
 	if growErr != nil {
 		result = "action_error"
 		a.noteEC2(growErr)
 	}
+	a.recordGrowth(growErr, short, snap.Waiting)
 	a.mu.Lock()
 	a.lastShortfall = short
 	a.lastGrowErr = growErr
@@ -89,6 +97,7 @@ func (a *Agent) noteEC2(err error) {
 		return
 	}
 	a.lastEC2Err = err.Error()
+	a.recordUnauthorized(err)
 	// An error with an AWS code is an answer (exhaustion, a limit, a
 	// throttle): EC2 is reachable, it said no. Only silence counts against it.
 	if cloud.ErrorCode(err) == "" {

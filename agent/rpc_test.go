@@ -37,7 +37,7 @@ func TestPluginSocketIsRootOnlyAndServesAddDelCheckStatus(t *testing.T) {
 	at := &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}
 
 	st, err := c.Status(ctx, &agentapi.StatusRequest{})
-	if err != nil || !st.Ready || len(st.Conditions) != len(conditionOrder) {
+	if err != nil || !st.Ready || len(st.Conditions) != len(conditionOrder(false)) {
 		t.Fatalf("Status = %v, %v; want ready with every condition", st, err)
 	}
 	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: at, PodNamespace: "default", PodName: "web"})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.step("learn the node", func() error { return a.learnNode(ctx) }); err != nil {
 		return err
 	}
+	a.startKube(ctx, &wg)
 	var missing bool
 	if err := a.step("load the checkpoint", func() error {
 		st, m, err := a.loadCheckpoint()
@@ -38,6 +40,17 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		missing = m
+		a.mu.Lock()
+		a.ckAddrs = make(map[netip.Addr]bool, len(st.Entries))
+		for _, e := range st.Entries {
+			a.ckAddrs[e.Addr] = true
+		}
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			a.ckAddrs = nil
+			a.mu.Unlock()
+		}()
 		if err := a.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error { return a.syncFromEC2(ctx) }); err != nil {
 			return err
 		}
@@ -149,15 +162,19 @@ func (a *Agent) updateReadiness(ctx context.Context) {
 	default:
 		a.ready.set(CondAddresses, false, "no address free and EC2 unreachable")
 	}
-	if ready, _ := a.ready.get(); ready && !a.confInstalled {
+	ready, _ := a.ready.get()
+	if ready && !a.confInstalled {
 		opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, PortMap: true}
 		if err := cniconf.Install(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 			a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready", "err", err)
+			a.kube.SetReady(false)
 			return
 		}
 		a.confInstalled = true
 		a.log.Info("ready: CNI configuration written", "path", a.cfg.CNIConfPath())
 	}
+	// Only now may the startup taint go: the node can network its pods.
+	a.kube.SetReady(ready)
 }
 
 // listen opens a TCP listener for the HTTP endpoints.

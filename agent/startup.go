@@ -70,8 +70,11 @@ func (a *Agent) learnNode(ctx context.Context) error {
 	cfg.MaxENI = a.cfg.MaxENI
 	cfg.PrefixDelegation = a.cfg.PrefixDelegation
 	cfg.ENIGracePeriod = a.cfg.ENIGrace
+	// With custom networking these are placeholders until the ENIConfig
+	// is read; no ENI is attached before (see applyENIConfig).
 	cfg.SubnetID = self.Primary.SubnetID
 	cfg.SecurityGroups = self.Primary.SecurityGroups
+	cfg.CustomNetworking = a.cfg.CustomNetwork
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -86,10 +86,14 @@ func (a *Agent) adoptENI(ctx context.Context, e cloud.ENI) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.eniMeta[e.ID] = eniMeta{MAC: e.MAC, AttachmentID: e.Attachment.ID}
-	added := 0
+	added, unused := 0, 0
 	have := a.blocksLocked()
 	for _, p := range blocksOf(e) {
 		if have[p] {
+			continue
+		}
+		if idx == 0 && !a.usesPrimaryBlockLocked(p) {
+			unused++
 			continue
 		}
 		if err := a.pool.AddBlock(e.ID, p); err != nil {
@@ -99,6 +103,10 @@ func (a *Agent) adoptENI(ctx context.Context, e cloud.ENI) error {
 	}
 	if added > 0 {
 		a.wakeLocked()
+	}
+	if unused > 0 && !known {
+		a.log.Warn("custom networking: the primary ENI's secondary addresses are not used for pods; they stay assigned in EC2 until the node is replaced",
+			"eni", e.ID, "blocks", unused)
 	}
 	return nil
 }

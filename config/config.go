@@ -53,6 +53,9 @@ type Config struct {
 	ClusterName       string
 	AdditionalENITags map[string]string
 	StartupTaint      string // taint key removed once ready; empty: none
+	// Kubeconfig is a kubeconfig path; empty means in-cluster when
+	// KUBERNETES_SERVICE_HOST is set, else no Kubernetes.
+	Kubeconfig string
 
 	// Leaked ENI collection.
 	DisableLeakedENICleanup bool

@@ -106,6 +106,13 @@ func absPath(v string) error {
 	return nil
 }
 
+func optionalAbsPath(v string) error {
+	if v == "" {
+		return nil
+	}
+	return absPath(v)
+}
+
 func optionalURL(v string) error {
 	if v == "" {
 		return nil

@@ -28,7 +28,7 @@ var settings = []setting{
 	cooldownVar(),
 	boolVar("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "Create pod ENIs in the subnet and security groups of the node's ENIConfig instead of the node's own.",
 		func(c *Config) *bool { return &c.CustomNetwork }),
-	stringVar("ENI_CONFIG_LABEL_DEF", "k8s.amazonaws.com/eniConfig", "Node label whose value names the node's ENIConfig, with custom networking.",
+	stringVar("ENI_CONFIG_LABEL_DEF", "topology.kubernetes.io/zone", "Node label whose value names the node's ENIConfig, with custom networking; by default the node's zone, so one ENIConfig per zone, named after it, serves every node. (The Amazon VPC CNI defaults to k8s.amazonaws.com/eniConfig.) A node with neither the annotation nor the label uses the ENIConfig named default.",
 		labelKey, func(c *Config) *string { return &c.ENIConfigLabel }),
 	stringVar("ENI_CONFIG_ANNOTATION_DEF", "k8s.amazonaws.com/eniConfig", "Node annotation whose value names the node's ENIConfig; it takes precedence over the label.",
 		labelKey, func(c *Config) *string { return &c.ENIConfigAnnotation }),
@@ -87,8 +87,10 @@ var settings = []setting{
 		optionalURL, func(c *Config) *string { return &c.EC2Endpoint }),
 	stringVar("VPCNET_IMDS_ENDPOINT", "", "Instance metadata service URL; empty means http://169.254.169.254.",
 		optionalURL, func(c *Config) *string { return &c.IMDSEndpoint }),
-	stringVar("VPCNET_STARTUP_TAINT", "", "Taint key the agent removes from its Node once it can serve; empty means none.",
+	stringVar("VPCNET_STARTUP_TAINT", "", "Taint key the agent removes from its Node once it can serve (every effect of that key); it is never added back. Empty means none.",
 		optionalLabelKey, func(c *Config) *string { return &c.StartupTaint }),
+	stringVar("VPCNET_KUBECONFIG", "", "Kubeconfig file for the Kubernetes API. Empty means the pod's service account when KUBERNETES_SERVICE_HOST is set, and otherwise no Kubernetes: node identity, Events, custom networking and the startup taint are off, as in the local cloud.",
+		optionalAbsPath, func(c *Config) *string { return &c.Kubeconfig }),
 }
 
 // maxENIVar reads MAX_ENI as the Amazon VPC CNI does: any value below 1

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,11 +14,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
 
 	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/kube"
 	"github.com/vpcnet/vpcnet/leakgc"
 )
 
@@ -50,19 +53,55 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
+	k, err := kubeLayer(cfg, log)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, Kube: k, Logger: log, Registerer: reg, Gatherer: reg})
+	if err != nil {
+		return err
+	}
 	if !cfg.DisableLeakedENICleanup {
 		gc, err := leakgc.New(leakgc.Options{
 			Cloud: c, ClusterName: cfg.ClusterName, InstanceID: c.InstanceID(),
-			Grace: cfg.LeakedENIGrace, Logger: log, Registerer: reg,
+			Grace: cfg.LeakedENIGrace, Logger: log, Registerer: reg, OnCollected: a.ENICollected,
 		})
 		if err != nil {
 			return fmt.Errorf("leaked-ENI collector: %w", err)
 		}
 		go gc.Run(ctx)
 	}
-	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, Logger: log, Registerer: reg, Gatherer: reg})
-	if err != nil {
-		return err
-	}
 	return a.Run(ctx)
+}
+
+// kubeLayer connects to the API server the settings and the environment
+// name, or returns agent.NoKube when they name none (the local cloud).
+func kubeLayer(cfg config.Config, log *slog.Logger) (agent.Kube, error) {
+	rc, source, err := kube.RESTConfig(cfg.Kubeconfig, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if rc == nil {
+		if cfg.CustomNetwork {
+			return nil, errors.New("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=true reads the node's ENIConfig from the Kubernetes API, and none is configured: run vpcnetd in the cluster or set VPCNET_KUBECONFIG")
+		}
+		log.Info("no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): node identity, Events, custom networking and the startup taint are off")
+		return agent.NoKube{}, nil
+	}
+	// client-go logs through klog; send it where everything else goes.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	hostname, err := os.Hostname()
+	if err != nil {
+		log.Warn("host name unknown; the Node name is not compared with it", "err", err)
+	}
+	k, err := kube.NewForConfig(rc, kube.Options{
+		NodeName: cfg.NodeName, CustomNetwork: cfg.CustomNetwork,
+		ENIConfigAnnotation: cfg.ENIConfigAnnotation, ENIConfigLabel: cfg.ENIConfigLabel,
+		StartupTaint: cfg.StartupTaint, Hostname: hostname, Source: source, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client (%s): %w", source, err)
+	}
+	log.Info("Kubernetes API configured", "source", source, "node", cfg.NodeName, "customNetworking", cfg.CustomNetwork)
+	return k, nil
 }

@@ -1,0 +1,162 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vpcnet/vpcnet/agent"
+)
+
+// ENIConfigResource is the Amazon VPC CNI's custom networking resource:
+// cluster-scoped, kind ENIConfig, with spec.subnet and
+// spec.securityGroups.
+var ENIConfigResource = schema.GroupVersionResource{Group: "crd.k8s.amazonaws.com", Version: "v1alpha1", Resource: "eniconfigs"}
+
+// DefaultENIConfig is the ENIConfig a Node with neither the annotation nor
+// the label uses, as in the Amazon VPC CNI.
+const DefaultENIConfig = "default"
+
+// eniConfigName is the ENIConfig a Node asks for and where the name came
+// from: the annotation beats the label.
+func eniConfigName(n *corev1.Node, annotation, label string) (name, from string) {
+	if v := n.Annotations[annotation]; v != "" {
+		return v, "annotation " + annotation
+	}
+	if v := n.Labels[label]; v != "" {
+		return v, "label " + label
+	}
+	return DefaultENIConfig, fmt.Sprintf("the default: the Node has neither annotation %s nor label %s", annotation, label)
+}
+
+// eniWatch is the informer on the one ENIConfig the Node names. Guarded
+// by Client.mu.
+type eniWatch struct {
+	name, from string
+	cancel     context.CancelFunc
+	store      cache.Store
+	synced     bool
+	// listErr is why the ENIConfig could not be read, until it is.
+	listErr string
+}
+
+// followENIConfig makes sure the ENIConfig named name is the one
+// watched. A new name stops the old informer and starts one filtered to
+// the new name.
+func (c *Client) followENIConfig(name, from string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.eniWatcher; w != nil && w.name == name {
+		w.from = from
+		return
+	}
+	if w := c.eniWatcher; w != nil {
+		w.cancel()
+		c.log.Info("the Node names another ENIConfig now", "was", w.name, "now", name, "from", from)
+	}
+	ctx, cancel := context.WithCancel(c.runCtx)
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, ENIConfigResource, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}).Informer()
+	w := &eniWatch{name: name, from: from, cancel: cancel, store: inf.GetStore()}
+	c.eniWatcher = w
+	c.watchErrors(inf, "watch ENIConfig "+name, func(err error) {
+		c.mu.Lock()
+		w.listErr = describeENIConfigErr(err)
+		c.mu.Unlock()
+	})
+	notify := func(any) { c.notify() }
+	mustHandle(inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: notify, UpdateFunc: func(_, o any) { c.notify() }, DeleteFunc: notify,
+	}))
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); inf.RunWithContext(ctx) }()
+	go func() {
+		defer c.wg.Done()
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			c.mu.Lock()
+			w.synced, w.listErr = true, ""
+			c.mu.Unlock()
+			c.notify()
+		}
+	}()
+}
+
+// describeENIConfigErr turns a list failure into what to do about it.
+func describeENIConfigErr(err error) string {
+	if apierrors.IsNotFound(err) {
+		return "the ENIConfig CRD (eniconfigs.crd.k8s.amazonaws.com, v1alpha1) is not installed: apply it from deploy/"
+	}
+	return err.Error()
+}
+
+// eniStateLocked is the ENIConfig as the agent needs it.
+func (c *Client) eniStateLocked() agent.ENIConfigState {
+	w := c.eniWatcher
+	if w == nil {
+		msg := "waiting for this node's Node to learn which ENIConfig it names"
+		if c.nodeProblem != "" {
+			msg += ": " + c.nodeProblem
+		}
+		return agent.ENIConfigState{Problem: msg}
+	}
+	st := agent.ENIConfigState{Name: w.name, From: w.from}
+	if !w.synced {
+		st.Problem = fmt.Sprintf("waiting to read ENIConfig %s (named by %s) from the API server", w.name, w.from)
+		if w.listErr != "" {
+			st.Problem += ": " + w.listErr
+		}
+		return st
+	}
+	st.Known = true
+	obj, ok, _ := w.store.GetByKey(w.name)
+	if !ok {
+		st.Problem = fmt.Sprintf("ENIConfig %s (named by %s) does not exist: create it (apiVersion crd.k8s.amazonaws.com/v1alpha1, kind ENIConfig, spec.subnet in this node's zone) or change what names it", w.name, w.from)
+		return st
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	subnet, groups, err := parseENIConfig(u)
+	if err != nil {
+		st.Problem = fmt.Sprintf("ENIConfig %s (named by %s): %v", w.name, w.from, err)
+		return st
+	}
+	st.Found, st.Subnet, st.SecurityGroups = true, subnet, groups
+	return st
+}
+
+// parseENIConfig reads spec.subnet (required) and spec.securityGroups
+// (optional: empty means the primary ENI's, as in the Amazon VPC CNI).
+func parseENIConfig(u *unstructured.Unstructured) (subnet string, groups []string, err error) {
+	if u == nil {
+		return "", nil, errors.New("not an ENIConfig object")
+	}
+	subnet, found, err := unstructured.NestedString(u.Object, "spec", "subnet")
+	switch {
+	case err != nil:
+		return "", nil, fmt.Errorf("spec.subnet: %w", err)
+	case !found || subnet == "":
+		return "", nil, errors.New("spec.subnet is empty: set it to the subnet pods on this node get addresses from (subnet-...)")
+	case !strings.HasPrefix(subnet, "subnet-"):
+		return "", nil, fmt.Errorf("spec.subnet %q is not a subnet ID (subnet-...)", subnet)
+	}
+	groups, _, err = unstructured.NestedStringSlice(u.Object, "spec", "securityGroups")
+	if err != nil {
+		return "", nil, fmt.Errorf("spec.securityGroups: %w", err)
+	}
+	for _, g := range groups {
+		if !strings.HasPrefix(g, "sg-") {
+			return "", nil, fmt.Errorf("spec.securityGroups: %q is not a security group ID (sg-...)", g)
+		}
+	}
+	return subnet, groups, nil
+}

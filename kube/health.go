@@ -1,0 +1,130 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
+)
+
+// apiErr is a request that failed lately, by what it was for.
+type apiErr struct {
+	msg string
+	at  time.Time
+}
+
+// errorTTL is how long a failure is reported after it last happened. The
+// informers retry a failing list or watch at least once a minute, so a
+// failure that stops recurring for this long has been fixed.
+const errorTTL = 2 * time.Minute
+
+// noteAPI records how a request for what went. The API server is
+// reachable when it answers, even with an error (a missing RBAC verb is
+// an answer); it is unreachable when it is silent or failing (5xx).
+func (c *Client) noteAPI(what string, err error) {
+	c.mu.Lock()
+	now := c.now()
+	answered := err == nil || isAnswer(err)
+	flipped := answered != c.reachable || c.since.IsZero()
+	if flipped {
+		c.reachable, c.since = answered, now
+	}
+	if err == nil {
+		delete(c.errs, what)
+	} else {
+		c.errs[what] = apiErr{msg: fmt.Sprintf("%s: %v", what, err), at: now}
+	}
+	c.mu.Unlock()
+	switch {
+	case flipped && answered:
+		c.log.Info("Kubernetes API server reachable", "source", c.o.Source)
+	case flipped:
+		c.log.Warn("Kubernetes API server unreachable: Events wait, the startup taint waits, custom networking keeps the ENIConfig it last read; address management goes on", "err", err)
+	case err != nil:
+		c.log.Warn("Kubernetes API request failed", "what", what, "err", err)
+	}
+	c.notify()
+}
+
+// isAnswer says the API server answered with a status below 500.
+func isAnswer(err error) bool {
+	var st apierrors.APIStatus
+	return errors.As(err, &st) && st.Status().Code > 0 && st.Status().Code < http.StatusInternalServerError
+}
+
+// errorsLocked lists the recent failures, oldest first.
+func (c *Client) errorsLocked() string {
+	now := c.now()
+	var recent []apiErr
+	for what, e := range c.errs {
+		if now.Sub(e.at) > errorTTL {
+			delete(c.errs, what)
+			continue
+		}
+		recent = append(recent, e)
+	}
+	slices.SortFunc(recent, func(a, b apiErr) int { return a.at.Compare(b.at) })
+	msgs := make([]string, len(recent))
+	for i, e := range recent {
+		msgs[i] = e.msg
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// healthy says the last request was answered and nothing failed lately.
+func (c *Client) healthy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reachable && c.errorsLocked() == ""
+}
+
+// probeLoop asks the API server for its version while it is failing, so
+// the status says when it is back even while nothing else asks it
+// anything. A healthy API server is not probed: thousands of nodes would
+// add up.
+func (c *Client) probeLoop(ctx context.Context) {
+	sv := discovery.ToServerVersionInterfaceWithContext(c.cs.Discovery())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.o.ProbeInterval):
+		}
+		if c.healthy() {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, c.o.ProbeInterval)
+		_, err := sv.ServerVersionWithContext(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		c.noteAPI("reach the API server", err)
+	}
+}
+
+// watchErrors routes an informer's list and watch failures into the
+// status. Ends of watches that the reflector handles by itself are not
+// failures.
+func (c *Client) watchErrors(inf cache.SharedIndexInformer, what string, also func(error)) {
+	err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return
+		}
+		if also != nil {
+			also(err)
+		}
+		c.noteAPI(what, err)
+	})
+	if err != nil {
+		panic("kube: watch error handler set after the informer started: " + err.Error())
+	}
+}

@@ -1,0 +1,90 @@
+package kube
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// watch starts the informers on this Node and on its pods. Each is
+// filtered by a field selector, so the API server sends only this node's
+// objects.
+func (c *Client) watch(ctx context.Context, wg *sync.WaitGroup, name string) {
+	nodes := coreinformers.NewFilteredNodeInformer(c.cs, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	})
+	c.watchErrors(nodes, "watch Node "+name, nil)
+	// The field selector is the API server's promise; checking the name
+	// too costs nothing and keeps another Node's labels or taints from
+	// ever being taken for this one's.
+	onNode := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && n.Name == name {
+			c.onNode(n)
+		}
+	}
+	mustHandle(nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onNode,
+		UpdateFunc: func(_, n any) { onNode(n) },
+	}))
+
+	pods := coreinformers.NewFilteredPodInformer(c.cs, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", name).String()
+	})
+	if err := pods.SetTransform(slimPod); err != nil {
+		panic("kube: pod transform set after the informer started: " + err.Error())
+	}
+	c.watchErrors(pods, "watch pods on "+name, nil)
+	notify := func(any) { c.notify() }
+	mustHandle(pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify, DeleteFunc: notify}))
+	c.mu.Lock()
+	c.pods = pods.GetStore()
+	c.mu.Unlock()
+
+	wg.Add(2)
+	go func() { defer wg.Done(); nodes.RunWithContext(ctx) }()
+	go func() { defer wg.Done(); pods.RunWithContext(ctx) }()
+}
+
+func mustHandle(_ cache.ResourceEventHandlerRegistration, err error) {
+	if err != nil {
+		panic("kube: event handler added to a stopped informer: " + err.Error())
+	}
+}
+
+// onNode takes a new version of this Node: its names, its ENIConfig and
+// its taints may have changed.
+func (c *Client) onNode(n *corev1.Node) {
+	c.mu.Lock()
+	c.node = n
+	before := c.mismatch
+	c.mismatch = c.mismatchLocked()
+	after := c.mismatch
+	c.mu.Unlock()
+	if after != before && after != "" {
+		c.log.Warn("this node's names disagree", "node", n.Name, "mismatch", after)
+	}
+	if c.o.CustomNetwork {
+		name, from := eniConfigName(n, c.o.ENIConfigAnnotation, c.o.ENIConfigLabel)
+		c.followENIConfig(name, from)
+	}
+	c.poke()
+	c.notify()
+}
+
+// slimPod keeps what Events need of a pod (its identity), so the watch
+// costs a few hundred bytes a pod whatever the pods' specs hold.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone: the informer handles it
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
+	}, nil
+}

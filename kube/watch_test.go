@@ -1,0 +1,118 @@
+package kube
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/vpcnet/vpcnet/agent"
+)
+
+// listWatches returns the list and watch requests for resource, with
+// their field selectors.
+func listWatches(actions []k8stesting.Action, resource string) (selectors []string) {
+	for _, a := range actions {
+		if a.GetResource().Resource != resource {
+			continue
+		}
+		switch a := a.(type) {
+		case k8stesting.ListActionImpl:
+			selectors = append(selectors, "list "+a.ListOptions.FieldSelector)
+		case k8stesting.WatchActionImpl:
+			selectors = append(selectors, "watch "+a.WatchRestrictions.Fields.String())
+		}
+	}
+	return selectors
+}
+
+func TestEveryWatchIsScopedToThisNode(t *testing.T) {
+	const me = "ip-10-0-0-5.us-west-2.compute.internal"
+	cs := fake.NewClientset(
+		newNode(me, ourProviderID, labeled("topology.kubernetes.io/zone", "us-west-2a")),
+		newPod("default", "web-1", me),
+	)
+	dyn := newDynamic(eniConfig("us-west-2a", "subnet-pods"))
+	h := start(t, Options{NodeName: me, CustomNetwork: true}, cs, dyn)
+	h.waitFor(t, "read the ENIConfig and the pods", func(st agent.KubeState) bool { return st.ENIConfig.Found && st.Pods > 0 })
+
+	want := map[string][]string{
+		"pods":       {"list spec.nodeName=" + me, "watch spec.nodeName=" + me},
+		"nodes":      {"list metadata.name=" + me, "watch metadata.name=" + me},
+		"eniconfigs": {"list metadata.name=us-west-2a", "watch metadata.name=us-west-2a"},
+	}
+	got := map[string][]string{
+		"pods":       listWatches(h.cs.Actions(), "pods"),
+		"nodes":      listWatches(h.cs.Actions(), "nodes"),
+		"eniconfigs": listWatches(h.dyn.Actions(), "eniconfigs"),
+	}
+	for res, sels := range want {
+		seen := map[string]bool{}
+		for _, s := range got[res] {
+			seen[s] = true
+		}
+		for _, s := range sels {
+			if !seen[s] {
+				t.Errorf("%s: no request %q; requests: %q", res, s, got[res])
+			}
+		}
+		if len(seen) != len(sels) {
+			t.Errorf("%s: requests %q, want only %q: anything unscoped grows with the cluster", res, got[res], sels)
+		}
+	}
+}
+
+func TestPodsAreKeptAsTheirIdentityOnly(t *testing.T) {
+	const me = "node-a"
+	big := newPod("shop", "cart-7d9", me)
+	big.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(make([]byte, 4096))}
+	big.Spec.Containers = []corev1.Container{{Name: "cart", Image: "registry.example/cart:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}
+	big.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	h := start(t, Options{NodeName: me}, fake.NewClientset(newNode(me, ourProviderID), big), nil)
+	h.waitFor(t, "saw the pod", func(st agent.KubeState) bool { return st.Pods == 1 })
+
+	h.c.mu.Lock()
+	obj, ok, _ := h.c.pods.GetByKey("shop/cart-7d9")
+	h.c.mu.Unlock()
+	if !ok {
+		t.Fatal("pod not in the watch cache")
+	}
+	p := obj.(*corev1.Pod)
+	if p.UID != big.UID || p.Name != big.Name || p.Namespace != big.Namespace {
+		t.Errorf("cached pod %s/%s uid %s lost its identity", p.Namespace, p.Name, p.UID)
+	}
+	if len(p.Annotations) != 0 || len(p.Spec.Containers) != 0 || len(p.ManagedFields) != 0 {
+		t.Errorf("cached pod keeps annotations %d, containers %d, managed fields %d: memory grows with pod specs",
+			len(p.Annotations), len(p.Spec.Containers), len(p.ManagedFields))
+	}
+}
+
+func TestAnotherNodeSeenByTheWatchIsIgnored(t *testing.T) {
+	// A fake API server ignores field selectors, as a buggy one might: the
+	// other Node's label must not be taken for this one's.
+	const me = "node-a"
+	mine := newNode(me, ourProviderID, labeled("topology.kubernetes.io/zone", "us-west-2a"))
+	other := newNode("node-b", "aws:///us-west-2a/i-0b", labeled("topology.kubernetes.io/zone", "us-west-2b"))
+	h := start(t, Options{NodeName: me, CustomNetwork: true, StartupTaint: "vpcnet.io/agent-not-ready"}, fake.NewClientset(mine, other),
+		newDynamic(eniConfig("us-west-2a", "subnet-a"), eniConfig("us-west-2b", "subnet-b")))
+	h.waitFor(t, "read the ENIConfig", func(st agent.KubeState) bool { return st.ENIConfig.Found })
+	// The other Node changes, then ours: one watch delivers both in order,
+	// so once ours is seen, the other's has been handled.
+	ctx := context.Background()
+	other.Labels["touched"] = "yes"
+	if _, err := h.cs.CoreV1().Nodes().Update(ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mine.Spec.Taints = []corev1.Taint{{Key: "vpcnet.io/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := h.cs.CoreV1().Nodes().Update(ctx, mine, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := h.waitFor(t, "saw this Node's update", func(st agent.KubeState) bool { return strings.Contains(st.StartupTaint, "until the agent is ready") })
+	if st.Node != me || st.ENIConfig.Name != "us-west-2a" || st.ENIConfig.Subnet != "subnet-a" {
+		t.Fatalf("state follows another Node: node %s, ENIConfig %s (%s)", st.Node, st.ENIConfig.Name, st.ENIConfig.Subnet)
+	}
+}
