@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+#
+# vpcnet's image: vpcnetd (the agent, the entrypoint), the vpcnet CNI plugin
+# and vpcnet-install (the DaemonSet's init container copies the plugin onto
+# the node), vpcnetctl for `kubectl exec`, and the reference portmap plugin,
+# which the CNI configuration chains and vpcnet-install puts on nodes that
+# lack it. Static binaries on distroless, root variant: the agent needs root
+# for netlink, nftables and its host paths.
+#
+#   docker build -t registry.example.com/vpcnet:dev .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ... --push .
+#
+# Building without a Docker daemon (ko): see deploy/README.md.
+
+ARG GO_VERSION=1.26.8
+
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+# The version vpcnet's own go.mod uses for containernetworking/plugins.
+ARG CNI_PLUGINS_VERSION=v1.9.1
+ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} GOFLAGS=-trimpath
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    go build -ldflags="-s -w" -o /out/ ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-install ./cmd/vpcnetctl
+# portmap is built from its own module, so vpcnet's go.mod need not carry
+# its dependencies. go install puts a cross-compiled binary in
+# bin/GOOS_GOARCH; find copes with both layouts.
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    go install -ldflags="-s -w" github.com/containernetworking/plugins/plugins/meta/portmap@${CNI_PLUGINS_VERSION} && \
+    find "$(go env GOPATH)/bin" -type f -name portmap -exec cp {} /out/portmap \;  && \
+    test -x /out/portmap
+
+FROM gcr.io/distroless/static-debian12:latest
+# vpcnet-install finds the plugins beside itself.
+COPY --from=build /out/ /usr/local/bin/
+USER 0:0
+ENTRYPOINT ["/usr/local/bin/vpcnetd"]
