@@ -31,9 +31,32 @@ type HostConfig struct {
 	// Connmark is the mark for connections that entered on the primary
 	// interface (AWS_VPC_K8S_CNI_CONNMARK); 0 means DefaultConnmark.
 	Connmark uint32
+	// SNATPorts is how SNAT picks source ports
+	// (AWS_VPC_K8S_CNI_RANDOMIZESNAT); empty means SNATPortsFullyRandom.
+	SNATPorts SNATPorts
 }
 
+// SNATPorts names how SNAT picks source ports, with the Amazon VPC CNI's
+// values.
+type SNATPorts string
+
+const (
+	// SNATPortsFullyRandom draws every source port at random (nftables
+	// fully-random, iptables --random-fully): no collisions between nodes
+	// SNATing to the same destination through one NAT.
+	SNATPortsFullyRandom SNATPorts = "prng"
+	// SNATPortsRandom randomises the port by a hash (--random).
+	SNATPortsRandom SNATPorts = "hashrandom"
+	// SNATPortsSequential keeps the kernel's default port choice.
+	SNATPortsSequential SNATPorts = "none"
+)
+
 func (c HostConfig) validate() error {
+	switch c.SNATPorts {
+	case "", SNATPortsFullyRandom, SNATPortsRandom, SNATPortsSequential:
+	default:
+		return fmt.Errorf("host config: SNAT port mode %q: want prng, hashrandom or none", c.SNATPorts)
+	}
 	if len(c.PrimaryMAC) == 0 && c.PrimaryInterface == "" {
 		return errors.New("host config: neither the primary ENI's MAC nor its interface name is set")
 	}
@@ -104,6 +127,7 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 		primaryIf: name, primaryIP: cfg.PrimaryIP,
 		vpcCIDRs: cfg.VPCCIDRs, excluded: cfg.ExcludeSNATCIDRs,
 		externalSNAT: cfg.ExternalSNAT, vethPrefix: d.vethPrefix, mark: cfg.Connmark,
+		snatPorts: cfg.SNATPorts,
 	}))
 	if err != nil {
 		return err

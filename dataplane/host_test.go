@@ -73,6 +73,36 @@ func TestSetupHostConfiguresTheNode(t *testing.T) {
 	}
 }
 
+func TestRandomizeSNATChoosesTheSNATPortMode(t *testing.T) {
+	for _, tt := range []struct {
+		ports SNATPorts
+		want  string
+	}{
+		{"", "snat to 10.0.0.10 fully-random"},
+		{SNATPortsFullyRandom, "snat to 10.0.0.10 fully-random"},
+		{SNATPortsRandom, "snat to 10.0.0.10 random"},
+		{SNATPortsSequential, "snat to 10.0.0.10 comment"},
+	} {
+		t.Run(string(tt.ports), func(t *testing.T) {
+			n := newTestNode(t)
+			cfg := n.hostConfig()
+			cfg.SNATPorts = tt.ports
+			if err := n.dp.SetupHost(testContext(t), cfg); err != nil {
+				t.Fatal(err)
+			}
+			if got := nftList(t, n.node); !strings.Contains(got, tt.want) {
+				t.Errorf("AWS_VPC_K8S_CNI_RANDOMIZESNAT=%q: table has no %q:\n%s", tt.ports, tt.want, got)
+			}
+		})
+	}
+	n := newTestNode(t)
+	cfg := n.hostConfig()
+	cfg.SNATPorts = "sometimes"
+	if err := n.dp.SetupHost(testContext(t), cfg); err == nil || !strings.Contains(err.Error(), "prng, hashrandom or none") {
+		t.Errorf("SetupHost with SNAT port mode \"sometimes\" = %v, want an error naming the choices", err)
+	}
+}
+
 func TestSetupHostTwiceChangesNothing(t *testing.T) {
 	n := newTestNode(t)
 	ctx := testContext(t)

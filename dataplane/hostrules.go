@@ -45,6 +45,7 @@ type hostRules struct {
 	externalSNAT bool
 	vethPrefix   string
 	mark         uint32
+	snatPorts    SNATPorts
 }
 
 // desiredChains returns table ip vpcnet's content, the nftables form of
@@ -104,7 +105,7 @@ func desiredChains(r hostRules) []chainSpec {
 	})
 	post.rules = append(post.rules, ruleSpec{
 		comment: "SNAT pod traffic leaving the VPC to " + r.primaryIP.String(),
-		exprs:   concat(ctMarkHas(r.mark, true), snatFullyRandom(r.primaryIP)),
+		exprs:   concat(ctMarkHas(r.mark, true), snatTo(r.primaryIP, r.snatPorts)),
 	})
 	return []chainSpec{mangle, natPre, snatMark, post}
 }

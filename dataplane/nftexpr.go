@@ -125,9 +125,9 @@ func andNotBits(bits uint32) *expr.Bitwise {
 	}
 }
 
-// snatFullyRandom rewrites the source to addr with fully random ports
-// (`snat ip to addr fully-random`, iptables' --random-fully).
-func snatFullyRandom(addr netip.Addr) []expr.Any {
+// snatTo rewrites the source to addr, picking ports as ports says
+// (`snat ip to addr fully-random` by default, iptables' --random-fully).
+func snatTo(addr netip.Addr, ports SNATPorts) []expr.Any {
 	a := addr.As4()
 	return []expr.Any{
 		&expr.Immediate{Register: 1, Data: a[:]},
@@ -135,7 +135,9 @@ func snatFullyRandom(addr netip.Addr) []expr.Any {
 			Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4,
 			// The kernel reports max = min for a single address;
 			// writing it too keeps what we write equal to what we read.
-			RegAddrMin: 1, RegAddrMax: 1, FullyRandom: true,
+			RegAddrMin: 1, RegAddrMax: 1,
+			FullyRandom: ports == "" || ports == SNATPortsFullyRandom,
+			Random:      ports == SNATPortsRandom,
 		},
 	}
 }
