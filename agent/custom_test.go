@@ -111,9 +111,7 @@ func TestCustomNetworkingWithoutItsENIConfigIsNotReadyAndSaysWhichItLookedFor(t 
 	if enis := attached(t, a, "i-node1"); !slices.Equal(enis[1].SecurityGroups, []string{"sg-0sim"}) {
 		t.Errorf("pod ENI groups %v; an ENIConfig without groups means the primary ENI's [sg-0sim]", enis[1].SecurityGroups)
 	}
-	if calls := k.readyCalls(); !calls[len(calls)-1] {
-		t.Errorf("readiness calls %v; want the last to say ready", calls)
-	}
+	k.waitToldReady(t)
 }
 
 func TestAnENIConfigTheNodeCannotUseIsNamedWithTheReason(t *testing.T) {

@@ -98,6 +98,21 @@ func (f *fakeKube) waitEvent(t *testing.T, reason string, on ipam.Pod) Event {
 	return Event{}
 }
 
+// waitToldReady waits until the agent's last word to the Kubernetes layer
+// is "ready": it says so after readiness turns true and the CNI
+// configuration is written, a moment after waitReady returns.
+func (f *fakeKube) waitToldReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if calls := f.readyCalls(); len(calls) > 0 && calls[len(calls)-1] {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the Kubernetes layer was never told the agent is ready: %v", f.readyCalls())
+}
+
 func (f *fakeKube) readyCalls() []bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -198,9 +213,7 @@ func TestAKubernetesOutageLeavesAddressManagementAlone(t *testing.T) {
 	if ready, conds := a.ready.get(); !ready {
 		t.Errorf("not ready because of Kubernetes: %s", failing(conds))
 	}
-	if calls := k.readyCalls(); len(calls) == 0 || !calls[len(calls)-1] {
-		t.Errorf("the Kubernetes layer was not told the agent is ready: %v", calls)
-	}
+	k.waitToldReady(t)
 
 	k.set(func(st *KubeState) { st.Reachable, st.LastError, st.Since = true, "", down.Add(time.Minute) })
 	a.waitCondition(t, CondKubernetes, true, "reachable (fake)")
