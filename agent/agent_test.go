@@ -294,3 +294,25 @@ func TestRestartMidReconcileLosesAndDuplicatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// With WARM_ENI_TARGET=1 a pod taking an address of the primary ENI leaves
+// less than an ENI's worth free: the warm ENI must come now, not at the next
+// periodic pass (a minute by default), or the next pods wait for an attach.
+func TestAnAddRefillsTheWarmPoolWithoutWaitingForThePeriodicPass(t *testing.T) {
+	w := newWorld(t)
+	a := w.node("i-node1", nil).start(t)
+	a.waitReady(t)
+	if enis := attached(t, a, "i-node1"); len(enis) != 1 {
+		t.Fatalf("an idle node holds %d ENIs, want its primary only", len(enis))
+	}
+	if _, err := a.Add(context.Background(), key(1), pod(1)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(attached(t, a, "i-node1")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no warm ENI attached after the first pod; the reconciler was not woken by the Add")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
