@@ -88,6 +88,8 @@ type Agent struct {
 	eniMeta map[string]eniMeta
 	// subnets caches subnet CIDRs learned from EC2.
 	subnets map[string]netip.Prefix
+	// grow spaces out growth after EC2 refused it.
+	grow growBackoff
 	// lastShortfall and lastGrowErr explain an empty pool to the plugin.
 	lastShortfall ipam.Shortfall
 	lastGrowErr   error

@@ -316,3 +316,55 @@ func TestAnAddRefillsTheWarmPoolWithoutWaitingForThePeriodicPass(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Story: a full subnet. Pods keep asking (the kubelet retries every few
+// seconds), but after EC2 said no, the agent asks again only after a
+// backoff, and the pods keep being told the real reason.
+func TestAFullSubnetIsNotAskedAgainOnEveryRetry(t *testing.T) {
+	w := newWorld(t)
+	a := w.node("i-tiny", map[string]string{"VPCNET_ADD_WAIT": "1s"}).start(t)
+	a.waitReady(t)
+	ctx := context.Background()
+	for i := range 9 {
+		if _, err := a.Add(ctx, key(i), pod(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One refusal starts the backoff.
+	deadline := time.Now().Add(20 * time.Second)
+	for w.callCount("CreateNetworkInterface") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never tried to grow the full pool")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first := w.callCount("CreateNetworkInterface")
+	for i := range 3 {
+		_, err := a.Add(ctx, key(10+i), pod(10+i))
+		var na *NoAddressError
+		if !errors.As(err, &na) || na.Reason != ReasonSubnetExhausted {
+			t.Fatalf("retry %d: %v; want the subnet named as the reason", i, err)
+		}
+	}
+	// Three Adds of a second each all fell inside the first 5 s backoff.
+	if n := w.callCount("CreateNetworkInterface"); n > first+1 {
+		t.Errorf("%d CreateNetworkInterface calls during 3 s of retries after the first refusal; want at most one more", n-first)
+	}
+	// /v1/status says what the agent wants to do and that it is waiting.
+	st := a.statusView().(statusView)
+	if len(st.Planned) == 0 || !strings.Contains(st.Planned[0], "attach") || !strings.Contains(st.Planned[0], "WARM_ENI_TARGET") {
+		t.Errorf("/v1/status planned = %q; want the ENI attach and its reason", st.Planned)
+	}
+	if st.GrowthHeldUntil == nil {
+		t.Error("/v1/status does not say growth is held back")
+	}
+}
+
+func TestStatusPlansNothingWhenThePoolIsAtTarget(t *testing.T) {
+	w := newWorld(t)
+	a := w.node("i-node1", nil).start(t)
+	a.waitReady(t)
+	if st := a.statusView().(statusView); len(st.Planned) != 0 || st.GrowthHeldUntil != nil {
+		t.Errorf("an idle node at its warm target plans %q, growth held until %v", st.Planned, st.GrowthHeldUntil)
+	}
+}

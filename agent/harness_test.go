@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +99,30 @@ type world struct {
 	t     *testing.T
 	cloud *sim.Cloud
 	ec2   string
+
+	mu    sync.Mutex
+	calls map[string]int // EC2 requests by action
+}
+
+// countCalls counts EC2 requests by action before the emulator serves them.
+func (w *world) countCalls(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if q, err := url.ParseQuery(string(body)); err == nil {
+			w.mu.Lock()
+			w.calls[q.Get("Action")]++
+			w.mu.Unlock()
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// callCount is how many requests for action EC2 has had.
+func (w *world) callCount(action string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls[action]
 }
 
 func newWorld(t *testing.T) *world {
@@ -112,9 +140,11 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	srv := httptest.NewServer(cl.EC2Handler())
+	w := &world{t: t, cloud: cl, calls: map[string]int{}}
+	srv := httptest.NewServer(w.countCalls(cl.EC2Handler()))
 	t.Cleanup(srv.Close)
-	return &world{t: t, cloud: cl, ec2: srv.URL}
+	w.ec2 = srv.URL
+	return w
 }
 
 // node is one agent's environment: its instance, state dir and host.

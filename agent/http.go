@@ -191,6 +191,11 @@ type statusView struct {
 	LastReconcile time.Time   `json:"lastReconcile"`
 	LastEC2Error  string      `json:"lastEc2Error,omitempty"`
 	Shortfall     string      `json:"shortfall,omitempty"`
+	// Planned is what the planner would change now, with its reasons:
+	// empty means the pool is at the target the settings ask for.
+	Planned []string `json:"planned"`
+	// GrowthHeldUntil is set while growth waits after EC2 refused it.
+	GrowthHeldUntil *time.Time `json:"growthHeldUntil,omitempty"`
 	ReleaseHold   string      `json:"releaseHold,omitempty"`
 	Quarantined   []string    `json:"quarantined,omitempty"`
 	StaleEntries  []holdView  `json:"staleCheckpointEntries,omitempty"`
@@ -224,6 +229,20 @@ func (a *Agent) statusView() any {
 	}
 	if a.lastShortfall.Short() {
 		v.Shortfall = a.lastShortfall.String()
+	}
+	now := a.now()
+	v.Planned = []string{}
+	if a.self.InstanceID != "" { // the limits are known
+		snap := a.pool.Snapshot(now)
+		snap.Waiting = a.waiting
+		actions, _ := ipam.Plan(snap, a.planCfg, a.limits, now)
+		for _, act := range actions {
+			v.Planned = append(v.Planned, act.String()+": "+act.Reason)
+		}
+	}
+	if a.grow.blocked(now) {
+		until := a.grow.until
+		v.GrowthHeldUntil = &until
 	}
 	for ip := range a.quarantined {
 		v.Quarantined = append(v.Quarantined, ip.String())

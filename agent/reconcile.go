@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -30,15 +31,26 @@ func (a *Agent) reconcileLoop(ctx context.Context) {
 		// readiness see, so wake for that too.
 		a.mu.Lock()
 		cooled := a.coolingWake(a.pool.Stats(a.now()))
+		wait := a.grow.until.Sub(a.now())
 		a.mu.Unlock()
+		// Growth held back resumes when its backoff ends.
+		retry := time.NewTimer(time.Hour)
+		if wait > 0 {
+			retry.Reset(wait)
+		} else {
+			retry.Stop()
+		}
 		select {
 		case <-ctx.Done():
+			retry.Stop()
 			return
 		case <-a.kickCh:
 		case <-cooled:
+		case <-retry.C:
 		case <-tick.C:
 			resync = true
 		}
+		retry.Stop()
 	}
 }
 
@@ -74,6 +86,14 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 	if cfg.CustomNetworking && !eniCfgOK {
 		actions = withoutENIChanges(actions)
 	}
+	grows := slices.ContainsFunc(actions, isGrowth)
+	a.mu.Lock()
+	held, until := a.grow.blocked(now), a.grow.until
+	a.mu.Unlock()
+	if grows && held {
+		a.log.Debug("growth held back after EC2 refused it", "until", until)
+		actions, grows = withoutGrowth(actions), false
+	}
 	growErr := a.perform(ctx, actions)
 	if growErr != nil {
 		result = "action_error"
@@ -81,8 +101,19 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 	}
 	a.recordGrowth(growErr, short, snap.Waiting)
 	a.mu.Lock()
+	switch {
+	case grows && growErr != nil && isRefusal(growErr):
+		wait := a.grow.refused(a.now())
+		a.log.Warn("EC2 refused to grow the pool; asking again later", "in", wait, "err", growErr)
+	case grows && growErr == nil:
+		a.grow.reset()
+	}
 	a.lastShortfall = short
-	a.lastGrowErr = growErr
+	// While growth is held back, the last refusal still explains an empty
+	// pool to pods.
+	if grows || growErr != nil {
+		a.lastGrowErr = growErr
+	}
 	a.lastReconcile = a.now()
 	a.mu.Unlock()
 	a.updateReadiness(ctx)

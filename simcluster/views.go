@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -89,4 +90,34 @@ func (c *Cluster) ENIOf(node string, addr netip.Addr) (id string, deviceIndex in
 		}
 	}
 	return "", 0, false
+}
+
+// Planned is what the agent's planner would change now (from /v1/status):
+// empty once the pool is at the target its settings ask for.
+func (n *Node) Planned(ctx context.Context) ([]string, error) {
+	var st struct {
+		Planned []string `json:"planned"`
+	}
+	return st.Planned, n.getJSON(ctx, "/v1/status", &st)
+}
+
+// WaitSettled waits until every agent's pool is at its target.
+func (c *Cluster) WaitSettled(ctx context.Context) error {
+	for _, n := range c.Nodes {
+		for {
+			planned, err := n.Planned(ctx)
+			if err != nil {
+				return err
+			}
+			if len(planned) == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %s: pool not at target: still planned %v: %w", n.ID, planned, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }

@@ -98,6 +98,13 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	step("internet (%s): all %d pods arrive as their node's primary address (SNAT)", fabric.InternetAddr, len(created))
 
+	settle, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = c.WaitSettled(settle)
+	cancel()
+	if err != nil {
+		return err
+	}
+	step("pools at their warm target (each agent's /v1/status plans no change)")
 	for _, node := range c.Nodes {
 		if err := printENIs(ctx, stdout, node); err != nil {
 			return err
