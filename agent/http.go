@@ -196,9 +196,9 @@ type statusView struct {
 	Planned []string `json:"planned"`
 	// GrowthHeldUntil is set while growth waits after EC2 refused it.
 	GrowthHeldUntil *time.Time `json:"growthHeldUntil,omitempty"`
-	ReleaseHold   string      `json:"releaseHold,omitempty"`
-	Quarantined   []string    `json:"quarantined,omitempty"`
-	StaleEntries  []holdView  `json:"staleCheckpointEntries,omitempty"`
+	ReleaseHold     string     `json:"releaseHold,omitempty"`
+	Quarantined     []string   `json:"quarantined,omitempty"`
+	StaleEntries    []holdView `json:"staleCheckpointEntries,omitempty"`
 	// Diagnostics never make the agent unready; doctor reads them.
 	Diagnostics      []Condition `json:"diagnostics"`
 	Kubernetes       KubeState   `json:"kubernetes"`
