@@ -123,19 +123,24 @@ func TestRestartKeepsEveryAssignment(t *testing.T) {
 	}
 }
 
-func TestSubnetExhaustionNamesTheSubnetAndWhatToDo(t *testing.T) {
-	w := newWorld(t)
-	// A /28 has 11 usable addresses: the primary's own and 9 secondaries
-	// leave one, too few for a new ENI of 9.
+// fullTinyNode starts the agent on i-tiny, whose /28 subnet has 11 usable
+// addresses: the primary's own and 9 secondaries leave one, too few for a
+// new ENI of 9. Pods 0-8 take the 9.
+func fullTinyNode(t *testing.T, w *world) *running {
+	t.Helper()
 	a := w.node("i-tiny", map[string]string{"VPCNET_ADD_WAIT": "1s"}).start(t)
 	a.waitReady(t)
-	ctx := context.Background()
 	for i := range 9 {
-		if _, err := a.Add(ctx, key(i), pod(i)); err != nil {
+		if _, err := a.Add(context.Background(), key(i), pod(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := a.Add(ctx, key(9), pod(9))
+	return a
+}
+
+func TestSubnetExhaustionNamesTheSubnetAndWhatToDo(t *testing.T) {
+	a := fullTinyNode(t, newWorld(t))
+	_, err := a.Add(context.Background(), key(9), pod(9))
 	var na *NoAddressError
 	if !errors.As(err, &na) {
 		t.Fatalf("Add on an exhausted subnet = %v, want a NoAddressError", err)
@@ -322,14 +327,8 @@ func TestAnAddRefillsTheWarmPoolWithoutWaitingForThePeriodicPass(t *testing.T) {
 // backoff, and the pods keep being told the real reason.
 func TestAFullSubnetIsNotAskedAgainOnEveryRetry(t *testing.T) {
 	w := newWorld(t)
-	a := w.node("i-tiny", map[string]string{"VPCNET_ADD_WAIT": "1s"}).start(t)
-	a.waitReady(t)
+	a := fullTinyNode(t, w)
 	ctx := context.Background()
-	for i := range 9 {
-		if _, err := a.Add(ctx, key(i), pod(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// One refusal starts the backoff.
 	deadline := time.Now().Add(20 * time.Second)
 	for w.callCount("CreateNetworkInterface") == 0 {
