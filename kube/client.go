@@ -143,6 +143,8 @@ func NewForConfig(rc *rest.Config, o Options) (*Client, error) {
 	if rc.UserAgent == "" {
 		rc.UserAgent = "vpcnetd"
 	}
+	reach := &reachTracker{}
+	rc.Wrap(reach.wrap)
 	typed := rest.CopyConfig(rc)
 	typed.ContentType = "application/vnd.kubernetes.protobuf"
 	typed.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
@@ -155,7 +157,12 @@ func NewForConfig(rc *rest.Config, o Options) (*Client, error) {
 		return nil, err
 	}
 	o.Client, o.Dynamic = cs, dyn
-	return New(o)
+	c, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	reach.c.Store(c)
+	return c, nil
 }
 
 var _ agent.Kube = (*Client)(nil)

@@ -97,7 +97,7 @@ func describeENIConfigErr(err error) string {
 	if apierrors.IsNotFound(err) {
 		return "the ENIConfig CRD (eniconfigs.crd.k8s.amazonaws.com, v1alpha1) is not installed: apply it from deploy/"
 	}
-	return err.Error()
+	return explain(err)
 }
 
 // eniStateLocked is the ENIConfig as the agent needs it.

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -40,7 +39,7 @@ func (c *Client) noteAPI(what string, err error) {
 	if err == nil {
 		delete(c.errs, what)
 	} else {
-		c.errs[what] = apiErr{msg: fmt.Sprintf("%s: %v", what, err), at: now}
+		c.errs[what] = apiErr{msg: what + ": " + explain(err), at: now}
 	}
 	c.mu.Unlock()
 	switch {
@@ -58,6 +57,21 @@ func (c *Client) noteAPI(what string, err error) {
 func isAnswer(err error) bool {
 	var st apierrors.APIStatus
 	return errors.As(err, &st) && st.Status().Code > 0 && st.Status().Code < http.StatusInternalServerError
+}
+
+// forbiddenRemedy follows a refusal by RBAC, whose message names the verb
+// and the resource: the fix is never in the agent but in its ClusterRole.
+const forbiddenRemedy = "grant it in the ClusterRole bound to vpcnetd's ServiceAccount (ClusterRole vpcnet in deploy/vpcnet.yaml, also rendered by the Helm chart)"
+
+// explain is err as the status shows it: a refusal by RBAC says where to
+// grant what is missing. The authorizer's refusals read `User "..."
+// cannot <verb> resource "<resource>"...`; other Forbidden answers (a
+// namespace being terminated) are no RBAC matter.
+func explain(err error) string {
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "\" cannot ") {
+		return err.Error() + ": " + forbiddenRemedy
+	}
+	return err.Error()
 }
 
 // errorsLocked lists the recent failures, oldest first.
@@ -107,7 +121,7 @@ func (c *Client) probeLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.noteAPI("reach the API server", err)
+		c.noteAPI(reachWhat, err)
 	}
 }
 

@@ -60,7 +60,7 @@ func TestAMissingPermissionIsAnAnswerThatNamesTheVerb(t *testing.T) {
 	if !st.Reachable {
 		t.Error("a refusal is an answer: the API server is reachable")
 	}
-	for _, w := range []string{"watch pods on n", `cannot list resource "pods"`} {
+	for _, w := range []string{"watch pods on n", `cannot list resource "pods"`, "ClusterRole vpcnet in deploy/vpcnet.yaml"} {
 		if !strings.Contains(st.LastError, w) {
 			t.Errorf("last error %q does not say %q", st.LastError, w)
 		}

@@ -57,7 +57,7 @@ func (c *Client) resolveNode(ctx context.Context, inst agent.Instance) (*corev1.
 			return node, nil
 		}
 		c.mu.Lock()
-		c.nodeProblem = err.Error()
+		c.nodeProblem = explain(err)
 		c.mu.Unlock()
 		c.log.Warn("Node not found yet; Events on the Node, custom networking and the startup taint wait for it", "err", err, "retryIn", backoff.String())
 		c.notify()

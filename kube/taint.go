@@ -31,7 +31,7 @@ func (c *Client) taintLoop(ctx context.Context) {
 			c.mu.Lock()
 			c.taintErr = ""
 			if err != nil {
-				c.taintErr = err.Error()
+				c.taintErr = explain(err)
 			}
 			c.mu.Unlock()
 			if err == nil {
