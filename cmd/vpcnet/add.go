@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -16,6 +17,7 @@ import (
 )
 
 func cmdAdd(args *skel.CmdArgs) (err error) {
+	began := time.Now()
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return err
@@ -37,10 +39,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 
 	ctx, cancel := a.context()
 	defer cancel()
+	rpcStart := time.Now()
 	reply, err := a.api.Add(ctx, &agentapi.AddRequest{
 		Attachment:   conf.attachment(args.ContainerID, args.IfName),
 		PodNamespace: pod.namespace, PodName: pod.name, Netns: args.Netns,
 	})
+	rpcTook := time.Since(rpcStart)
 	if err != nil {
 		return a.cniError("add", err)
 	}
@@ -73,7 +77,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	dctx, dcancel := a.context()
 	defer dcancel()
+	wireStart := time.Now()
 	links, err := dp.AddPod(dctx, cfg)
+	wireTook := time.Since(wireStart)
 	if err != nil {
 		if errors.Is(err, dataplane.ErrNetNSNotFound) {
 			return types.NewError(types.ErrInvalidNetNS, err.Error(), "")
@@ -81,7 +87,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInternal, "wire pod: "+err.Error(), "")
 	}
 	wired = &cfg
-	log.Info("pod added", "container", args.ContainerID, "pod", pod.namespace+"/"+pod.name, "addr", cfg.Addr, "eni", reply.EniId)
+	// The phase times let an operator (and the benchmark driver) see
+	// whether a slow ADD waited on the agent or on the kernel.
+	log.Info("pod added", "container", args.ContainerID, "pod", pod.namespace+"/"+pod.name, "addr", cfg.Addr, "eni", reply.EniId,
+		"rpc", rpcTook, "wire", wireTook, "took", time.Since(began))
 	return types.PrintResult(result(cfg, links, args.Netns), conf.CNIVersion)
 }
 

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/simcluster"
+)
+
+// bench is one run of the driver: where the binaries are, the namespace
+// prefix every scenario's names start with, and a scratch directory.
+type bench struct {
+	opts    options
+	prefix  string // e.g. "vpcbench-3fa2-"; Sweep(prefix) removes all we made
+	scratch string
+	log     *slog.Logger
+}
+
+// topology is a one-node VPC; the instance type and the EC2 timings vary
+// by scenario.
+const topology = `
+region: us-west-2
+vpc: {id: vpc-bench, cidrs: [10.0.0.0/16]}
+subnets:
+  - {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/18}
+securityGroups: [sg-bench]
+instances:
+  - {id: i-bench, type: %s, subnet: subnet-a}
+attachDelay: %s
+detachDelay: 1s
+imdsLag: %s
+seed: 1
+`
+
+// clusterSpec is what a scenario asks of its node.
+type clusterSpec struct {
+	name         string // scenario name, part of the namespace prefix
+	instanceType string
+	attachDelay  time.Duration
+	imdsLag      time.Duration
+	env          []string // agent settings, KEY=VALUE
+}
+
+// node is a started one-node cluster.
+type node struct {
+	c       *simcluster.Cluster
+	n       *simcluster.Node
+	prefix  string
+	dir     string
+	started time.Time // when the agent process was started
+}
+
+// startNode starts the local cloud with one node and its agent, without
+// waiting for it to be ready. close removes everything it made.
+func (b *bench) startNode(ctx context.Context, spec clusterSpec) (*node, error) {
+	topo, err := sim.ParseTopology(fmt.Appendf(nil, topology, spec.instanceType, spec.attachDelay, spec.imdsLag))
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	dir := filepath.Join(b.scratch, spec.name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	prefix := b.prefix + spec.name + "-"
+	started := time.Now()
+	c, err := simcluster.Start(ctx, simcluster.Options{
+		Topology: topo, BinDir: b.opts.bin, StateDir: dir, Prefix: prefix,
+		AgentEnv: spec.env, Logger: b.log.With("scenario", spec.name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the local cloud: %w", err)
+	}
+	if err := c.Fabric.Err(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &node{c: c, n: c.Nodes[0], prefix: prefix, dir: dir, started: started}, nil
+}
+
+func (nd *node) close() error { return nd.c.Close() }
+
+// settle waits until the agent has made no EC2 call for quiet: the pool
+// is at its target and the reconcile loop has nothing to do.
+func (nd *node) settle(ctx context.Context, quiet, limit time.Duration) (Metrics, error) {
+	deadline := time.Now().Add(limit)
+	var last float64 = -1
+	lastChange := time.Now()
+	for {
+		m, err := scrape(ctx, nd.n.NetNS)
+		if err != nil {
+			return nil, err
+		}
+		calls := m.Sum("vpcnet_ec2_requests_total")
+		if calls != last {
+			last, lastChange = calls, time.Now()
+		} else if time.Since(lastChange) >= quiet {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			return m, fmt.Errorf("the agent still calls EC2 after %s (%v calls so far); its pool does not settle", limit, calls)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
