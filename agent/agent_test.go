@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -365,5 +366,40 @@ func TestStatusPlansNothingWhenThePoolIsAtTarget(t *testing.T) {
 	a.waitReady(t)
 	if st := a.statusView().(statusView); len(st.Planned) != 0 || st.GrowthHeldUntil != nil {
 		t.Errorf("an idle node at its warm target plans %q, growth held until %v", st.Planned, st.GrowthHeldUntil)
+	}
+}
+
+// Story: a burst. The first pod sets off a warm ENI's attachment (3 s
+// here); twenty more pods arrive while it attaches and need a third ENI.
+// The agent must start that one at once, not after the first attach
+// completes, or the pods outwait VPCNET_ADD_WAIT (5 s) and fail.
+func TestABurstDuringAnAttachGetsTheFurtherENIsAtOnce(t *testing.T) {
+	w := newWorldOf(t, strings.Replace(topology, "attachDelay: 50ms", "attachDelay: 3s", 1))
+	a := w.node("i-node1", nil).start(t)
+	a.waitReady(t)
+	ctx := context.Background()
+	if _, err := a.Add(ctx, key(0), pod(0)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.callCount("AttachNetworkInterface") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first pod set off no warm ENI")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Go(func() { _, errs[i] = a.Add(ctx, key(1+i), pod(1+i)) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("pod %d of the burst: %v", 1+i, err)
+		}
+	}
+	if n := len(attached(t, a, "i-node1")); n != 3 {
+		t.Errorf("%d ENIs attached after the burst, want 3", n)
 	}
 }

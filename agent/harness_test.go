@@ -127,6 +127,12 @@ func (w *world) callCount(action string) int {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOf(t, topology)
+}
+
+// newWorldOf is newWorld with another topology, usually topology edited.
+func newWorldOf(t *testing.T, topology string) *world {
+	t.Helper()
 	for _, k := range []string{"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_REGION"} {
 		t.Setenv(k, "")
 	}

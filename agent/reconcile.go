@@ -94,7 +94,21 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 		a.log.Debug("growth held back after EC2 refused it", "until", until)
 		actions, grows = withoutGrowth(actions), false
 	}
-	growErr := a.perform(ctx, actions)
+	replan := func(inFlight []ipam.ENIState) []ipam.Action {
+		a.mu.Lock()
+		now := a.now()
+		snap := a.pool.Snapshot(now)
+		snap.Waiting = a.waiting
+		held := a.grow.blocked(now)
+		a.mu.Unlock()
+		if held {
+			return nil
+		}
+		snap.ENIs = append(snap.ENIs, inFlight...)
+		more, _ := ipam.Plan(snap, cfg, lim, now)
+		return more
+	}
+	growErr := a.perform(ctx, actions, replan)
 	if growErr != nil {
 		result = "action_error"
 		a.noteEC2(growErr)
@@ -141,46 +155,52 @@ func (a *Agent) noteEC2(err error) {
 // Actions of one kind touch different ENIs, so they run in parallel, a few
 // at a time. The first failing kind ends the pass; the next pass plans
 // again from what actually happened.
-func (a *Agent) perform(ctx context.Context, actions []ipam.Action) error {
-	var devices []int
+func (a *Agent) perform(ctx context.Context, actions []ipam.Action, replan func([]ipam.ENIState) []ipam.Action) error {
 	for _, kind := range []ipam.ActionKind{ipam.ReleaseBlocks, ipam.AssignBlocks, ipam.AttachENI, ipam.DetachENI} {
+		var acts []ipam.Action
+		for _, act := range actions {
+			if act.Kind == kind {
+				acts = append(acts, act)
+			}
+		}
+		if len(acts) == 0 {
+			continue
+		}
+		if kind == ipam.AttachENI {
+			if err := a.attachPhase(ctx, acts, replan); err != nil {
+				return err
+			}
+			continue
+		}
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(maxParallelActions)
-		for _, act := range actions {
-			if act.Kind != kind {
-				continue
-			}
+		for _, act := range acts {
 			a.log.Info("EC2 change", "action", act.Kind.String(), "eni", act.ENIID, "count", act.Count, "blocks", len(act.Blocks), "reason", act.Reason)
-			var dev int
-			if kind == ipam.AttachENI {
-				var ok bool
-				dev, ok = a.freeDevice(devices)
-				if !ok {
-					return fmt.Errorf("attach ENI: no free device index below %d", a.limits.MaxENIs)
-				}
-				devices = append(devices, dev)
-			}
-			g.Go(func() error {
-				err := a.do(gctx, act, dev)
-				res := "ok"
-				if err != nil {
-					res = "error"
-					if errors.Is(err, errSkipped) {
-						res, err = "skipped", nil
-					}
-				}
-				a.met.reconcileActions.WithLabelValues(act.Kind.String(), res).Inc()
-				if err != nil {
-					a.log.Error("EC2 change failed", "action", act.String(), "err", err)
-				}
-				return err
-			})
+			g.Go(func() error { return a.runAction(gctx, act, 0) })
 		}
 		if err := g.Wait(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runAction performs one action and accounts for it; a release declined at
+// the last moment is not an error.
+func (a *Agent) runAction(ctx context.Context, act ipam.Action, dev int) error {
+	err := a.do(ctx, act, dev)
+	res := "ok"
+	if err != nil {
+		res = "error"
+		if errors.Is(err, errSkipped) {
+			res, err = "skipped", nil
+		}
+	}
+	a.met.reconcileActions.WithLabelValues(act.Kind.String(), res).Inc()
+	if err != nil {
+		a.log.Error("EC2 change failed", "action", act.String(), "err", err)
+	}
+	return err
 }
 
 // errSkipped marks a release the agent declined at the last moment: a pod
