@@ -67,8 +67,13 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 			a.noteEC2(nil)
 		}
 	}
-	if err := a.checkHost(ctx); err != nil {
-		a.log.Error("host check failed; nothing will be released this pass", "err", err)
+	// Reading every pod route costs a netlink dump; a pass woken by an Add
+	// or Del needs it only to release or detach (each of which reads the
+	// routes once more right before it acts). Periodic passes always look.
+	if resync || a.wouldRelease() {
+		if err := a.checkHost(ctx); err != nil {
+			a.log.Error("host check failed; nothing will be released this pass", "err", err)
+		}
 	}
 	a.noteKube()
 	a.applyENIConfig(ctx)
@@ -131,6 +136,20 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 	a.lastReconcile = a.now()
 	a.mu.Unlock()
 	a.updateReadiness(ctx)
+}
+
+// wouldRelease says whether the planner would give anything back now.
+func (a *Agent) wouldRelease() bool {
+	a.mu.Lock()
+	now := a.now()
+	snap := a.pool.Snapshot(now)
+	snap.Waiting = a.waiting
+	cfg, lim := a.planCfg, a.limits
+	a.mu.Unlock()
+	actions, _ := ipam.Plan(snap, cfg, lim, now)
+	return slices.ContainsFunc(actions, func(act ipam.Action) bool {
+		return act.Kind == ipam.ReleaseBlocks || act.Kind == ipam.DetachENI
+	})
 }
 
 // noteEC2 records whether EC2 answered, for readiness and /v1/status.
