@@ -30,11 +30,24 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 	if err != nil {
 		return nil, err
 	}
+	// The runtime never runs two operations on one attachment at once (CNI
+	// spec), so what the pool holds before the Add is the answer.
+	existing := s.a.holds(key)
 	as, err := s.a.Add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return s.a.reply(as), nil
+	out := s.a.reply(as)
+	out.Existing = existing
+	return out, nil
+}
+
+// holds says whether key already has an address.
+func (a *Agent) holds(key ipam.Key) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.pool.Lookup(key)
+	return ok
 }
 
 func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {

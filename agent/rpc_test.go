@@ -44,8 +44,12 @@ func TestPluginSocketIsRootOnlyAndServesAddDelCheckStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if add.Address == "" || add.SubnetGateway != "10.0.0.1" || add.Mtu != 9001 || add.NodePrimaryIp == "" || len(add.VpcCidrs) != 1 {
+	if add.Address == "" || add.SubnetGateway != "10.0.0.1" || add.Mtu != 9001 || add.NodePrimaryIp == "" || len(add.VpcCidrs) != 1 || add.Existing {
 		t.Fatalf("Add reply lacks what the plugin needs: %v", add)
+	}
+	again, err := c.Add(ctx, &agentapi.AddRequest{Attachment: at, PodNamespace: "default", PodName: "web"})
+	if err != nil || again.Address != add.Address || !again.Existing {
+		t.Fatalf("repeated Add = %v, %v; want %s marked existing, so a failing plugin keeps it", again, err, add.Address)
 	}
 	chk, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: at})
 	if err != nil || chk.Address != add.Address {

@@ -170,8 +170,12 @@ type AddReply struct {
 	NodePrimaryIp    string                 `protobuf:"bytes,12,opt,name=node_primary_ip,json=nodePrimaryIp,proto3" json:"node_primary_ip,omitempty"`
 	PodNamespace     string                 `protobuf:"bytes,13,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
 	PodName          string                 `protobuf:"bytes,14,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// existing: the attachment already held this address before this call
+	// (the runtime repeated ADD). A plugin that fails to wire the pod must not
+	// release it then: the first ADD's pod may be using it.
+	Existing      bool `protobuf:"varint,15,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddReply) Reset() {
@@ -300,6 +304,13 @@ func (x *AddReply) GetPodName() string {
 		return x.PodName
 	}
 	return ""
+}
+
+func (x *AddReply) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
 }
 
 type DelRequest struct {
@@ -705,7 +716,7 @@ const file_agent_proto_rawDesc = "" +
 	"attachment\x12#\n" +
 	"\rpod_namespace\x18\x02 \x01(\tR\fpodNamespace\x12\x19\n" +
 	"\bpod_name\x18\x03 \x01(\tR\apodName\x12\x14\n" +
-	"\x05netns\x18\x04 \x01(\tR\x05netns\"\xca\x03\n" +
+	"\x05netns\x18\x04 \x01(\tR\x05netns\"\xe6\x03\n" +
 	"\bAddReply\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x15\n" +
 	"\x06eni_id\x18\x02 \x01(\tR\x05eniId\x12!\n" +
@@ -723,7 +734,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x12exclude_snat_cidrs\x18\v \x03(\tR\x10excludeSnatCidrs\x12&\n" +
 	"\x0fnode_primary_ip\x18\f \x01(\tR\rnodePrimaryIp\x12#\n" +
 	"\rpod_namespace\x18\r \x01(\tR\fpodNamespace\x12\x19\n" +
-	"\bpod_name\x18\x0e \x01(\tR\apodName\"I\n" +
+	"\bpod_name\x18\x0e \x01(\tR\apodName\x12\x1a\n" +
+	"\bexisting\x18\x0f \x01(\bR\bexisting\"I\n" +
 	"\n" +
 	"DelRequest\x12;\n" +
 	"\n" +

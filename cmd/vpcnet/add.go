@@ -64,6 +64,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 				log.Error("rollback: unwire pod", "container", args.ContainerID, "err", derr)
 			}
 		}
+		if reply.Existing {
+			// A repeated ADD: the address was this attachment's before
+			// this call, and the pod the first ADD wired may use it.
+			log.Warn("rollback: keeping the address the attachment held before this ADD", "container", args.ContainerID, "addr", reply.Address)
+			return
+		}
 		rctx, rcancel := a.context()
 		defer rcancel()
 		if _, derr := a.api.Del(rctx, &agentapi.DelRequest{Attachment: conf.attachment(args.ContainerID, args.IfName)}); derr != nil {

@@ -93,7 +93,9 @@ func (a *fakeAgent) Add(_ context.Context, req *agentapi.AddRequest) (*agentapi.
 		l, a.free = a.free[0], a.free[1:]
 		a.held[k] = l
 	}
-	return a.reply(l, req.PodNamespace, req.PodName), nil
+	out := a.reply(l, req.PodNamespace, req.PodName)
+	out.Existing = ok
+	return out, nil
 }
 
 func (a *fakeAgent) reply(l lease, ns, name string) *agentapi.AddReply {

@@ -162,6 +162,27 @@ func TestAddRollsBackWhenWiringFails(t *testing.T) {
 	h.wantNodeState()
 }
 
+// A runtime that repeats ADD for a live pod gets an error (the pod's
+// interface exists), but the rollback must not take the address or the
+// wiring from the pod the first ADD set up.
+func TestARepeatedAddThatFailsLeavesTheLivePodAlone(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	before := h.nodeState()
+	held := h.agent.holds()
+	if _, err := h.add(list, p); err == nil {
+		t.Fatal("a repeated ADD on a wired pod succeeded; the test needs it to fail")
+	}
+	if got := h.agent.holds(); len(got) != len(held) {
+		t.Errorf("after the failed repeat the agent holds %v, want %v still held", got, held)
+	}
+	h.wantNodeState(before...)
+}
+
 func TestAddPassesOnWhatTheAgentRanOutOf(t *testing.T) {
 	tests := []struct {
 		name string
