@@ -87,7 +87,7 @@ func main() {
 	}
 	todo, err := pick(flag.Args())
 	if err == nil {
-		err = o.check()
+		err = o.check(todo)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vpcnet-bench:", err)
@@ -133,7 +133,7 @@ func pick(args []string) ([]scenario, error) {
 	return out, nil
 }
 
-func (o options) check() error {
+func (o options) check(todo []scenario) error {
 	if o.bin == "" {
 		return errors.New("--bin is required: a directory with vpcnetd, vpcnet and portmap (make bench builds them)")
 	}
@@ -147,6 +147,16 @@ func (o options) check() error {
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: the local cloud is made of network namespaces")
+	}
+	for _, s := range todo {
+		if s.name != "warm" {
+			continue
+		}
+		for _, b := range []string{"ptp", "host-local"} {
+			if _, err := os.Stat(filepath.Join(o.refBin, b)); err != nil {
+				return fmt.Errorf("the warm scenario compares with the reference %s plugin, not found in %s: install Debian's containernetworking-plugins (apt-get install containernetworking-plugins) or pass --ref-bin DIR", b, o.refBin)
+			}
+		}
 	}
 	return nil
 }
