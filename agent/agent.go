@@ -57,8 +57,11 @@ type Agent struct {
 
 	attachTimeout time.Duration
 	kickCh        chan struct{}
-	// confInstalled is set once the CNI configuration is written. Only the
-	// reconcile goroutine touches it.
+	// passMu makes reconcile passes take turns: the loop runs them, and
+	// tests call reconcile directly to force one.
+	passMu sync.Mutex
+	// confInstalled is set once the CNI configuration is written. Only a
+	// reconcile pass touches it.
 	confInstalled bool
 
 	mu sync.Mutex // guards everything below

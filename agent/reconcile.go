@@ -57,6 +57,8 @@ func (a *Agent) reconcileLoop(ctx context.Context) {
 // reconcile is one pass: optionally re-read EC2, re-read the host, plan,
 // perform, and update readiness.
 func (a *Agent) reconcile(ctx context.Context, resync bool) {
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
 	result := "ok"
 	defer func() { a.met.reconcilePasses.WithLabelValues(result).Inc() }()
 	if resync {
