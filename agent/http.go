@@ -233,9 +233,7 @@ func (a *Agent) statusView() any {
 	now := a.now()
 	v.Planned = []string{}
 	if a.self.InstanceID != "" { // the limits are known
-		snap := a.pool.Snapshot(now)
-		snap.Waiting = a.waiting
-		actions, _ := ipam.Plan(snap, a.planCfg, a.limits, now)
+		actions, _, _ := a.planLocked(now, nil)
 		for _, act := range actions {
 			v.Planned = append(v.Planned, act.String()+": "+act.Reason)
 		}

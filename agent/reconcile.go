@@ -83,36 +83,27 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 
 	a.mu.Lock()
 	now := a.now()
-	snap := a.pool.Snapshot(now)
-	snap.Waiting = a.waiting
-	cfg, lim := a.planCfg, a.limits
-	eniCfgOK := a.eniCfgOK
+	actions, short, waiting := a.planLocked(now, nil)
+	customBlocked := a.planCfg.CustomNetworking && !a.eniCfgOK
+	held, until := a.grow.blocked(now), a.grow.until
 	a.mu.Unlock()
 
-	actions, short := ipam.Plan(snap, cfg, lim, now)
-	if cfg.CustomNetworking && !eniCfgOK {
+	if customBlocked {
 		actions = withoutENIChanges(actions)
 	}
 	grows := slices.ContainsFunc(actions, isGrowth)
-	a.mu.Lock()
-	held, until := a.grow.blocked(now), a.grow.until
-	a.mu.Unlock()
 	if grows && held {
 		a.log.Debug("growth held back after EC2 refused it", "until", until)
 		actions, grows = withoutGrowth(actions), false
 	}
 	replan := func(inFlight []ipam.ENIState) []ipam.Action {
 		a.mu.Lock()
+		defer a.mu.Unlock()
 		now := a.now()
-		snap := a.pool.Snapshot(now)
-		snap.Waiting = a.waiting
-		held := a.grow.blocked(now)
-		a.mu.Unlock()
-		if held {
+		if a.grow.blocked(now) {
 			return nil
 		}
-		snap.ENIs = append(snap.ENIs, inFlight...)
-		more, _ := ipam.Plan(snap, cfg, lim, now)
+		more, _, _ := a.planLocked(now, inFlight)
 		return more
 	}
 	growErr := a.perform(ctx, actions, replan)
@@ -120,7 +111,7 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 		result = "action_error"
 		a.noteEC2(growErr)
 	}
-	a.recordGrowth(growErr, short, snap.Waiting)
+	a.recordGrowth(growErr, short, waiting)
 	a.mu.Lock()
 	switch {
 	case grows && growErr != nil && isRefusal(growErr):
@@ -140,15 +131,22 @@ func (a *Agent) reconcile(ctx context.Context, resync bool) {
 	a.updateReadiness(ctx)
 }
 
+// planLocked is what the planner would do now with the pool as it is,
+// waiting Adds counted as demand, and the ENIs in inFlight (attachments
+// under way) counted as capacity. It returns the waiting count it used.
+func (a *Agent) planLocked(now time.Time, inFlight []ipam.ENIState) ([]ipam.Action, ipam.Shortfall, int) {
+	snap := a.pool.Snapshot(now)
+	snap.Waiting = a.waiting
+	snap.ENIs = append(snap.ENIs, inFlight...)
+	actions, short := ipam.Plan(snap, a.planCfg, a.limits, now)
+	return actions, short, snap.Waiting
+}
+
 // wouldRelease says whether the planner would give anything back now.
 func (a *Agent) wouldRelease() bool {
 	a.mu.Lock()
-	now := a.now()
-	snap := a.pool.Snapshot(now)
-	snap.Waiting = a.waiting
-	cfg, lim := a.planCfg, a.limits
+	actions, _, _ := a.planLocked(a.now(), nil)
 	a.mu.Unlock()
-	actions, _ := ipam.Plan(snap, cfg, lim, now)
 	return slices.ContainsFunc(actions, func(act ipam.Action) bool {
 		return act.Kind == ipam.ReleaseBlocks || act.Kind == ipam.DetachENI
 	})
