@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/vpcnet/vpcnet/sim"
 )
@@ -152,14 +151,14 @@ func Start(ctx context.Context, c *sim.Cloud, opts Options) (_ *Fabric, err erro
 // the caller can record it for teardown.
 func (f *Fabric) newSpace(suffix string) (*space, error) {
 	s := &space{name: f.prefix + suffix}
-	path, err := createNS(s.name)
+	path, err := CreateNS(s.name)
 	if err != nil {
 		return nil, err
 	}
 	s.path = path
-	h, err := netns.GetFromPath(path)
+	h, err := nsHandle(path)
 	if err != nil {
-		return s, fmt.Errorf("open %s: %w", path, err)
+		return s, err
 	}
 	defer h.Close()
 	if s.nl, err = netlink.NewHandleAt(h); err != nil {
@@ -269,5 +268,5 @@ func (f *Fabric) drop(s *space) error {
 	if s.nl != nil {
 		s.nl.Close()
 	}
-	return deleteNS(s.name)
+	return DeleteNS(s.name)
 }

@@ -96,7 +96,7 @@ func (f *Fabric) attach(ev sim.Event) error {
 	if old, err := f.router.nl.LinkByName(w.routerLink); err == nil {
 		_ = f.router.nl.LinkDel(old) // a stale wire from an earlier attachment
 	}
-	h, err := netns.GetFromPath(n.path)
+	h, err := nsHandle(n.path)
 	if err != nil {
 		return err
 	}

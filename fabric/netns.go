@@ -16,20 +16,10 @@ import (
 // netnsDir is where named namespaces live, as `ip netns` keeps them.
 const netnsDir = "/var/run/netns"
 
-// CreateNS makes a named network namespace and returns its path. Names
-// should carry a prefix Sweep can find.
-func CreateNS(name string) (string, error) { return createNS(name) }
-
-// DeleteNS removes a named network namespace; a missing one is fine.
-func DeleteNS(name string) error { return deleteNS(name) }
-
-// Do runs f on a thread inside the namespace at path; a process f starts
-// is born there.
-func Do(path string, f func() error) error { return inNS(path, f) }
-
-// createNS makes the named namespace, bind-mounted under netnsDir so that
-// `ip netns exec` and other processes can enter it.
-func createNS(name string) (string, error) {
+// CreateNS makes a named network namespace, bind-mounted under netnsDir
+// so that `ip netns exec` and other processes can enter it, and returns
+// its path. Names should carry a prefix Sweep can find.
+func CreateNS(name string) (string, error) {
 	errc := make(chan error, 1)
 	// The thread that unshares is left in the new namespace unless it can
 	// return; a dedicated, locked goroutine keeps that from leaking into
@@ -64,9 +54,9 @@ func createNS(name string) (string, error) {
 	return filepath.Join(netnsDir, name), nil
 }
 
-// deleteNS removes a named namespace; the kernel frees it, and the veths
+// DeleteNS removes a named namespace; the kernel frees it, and the veths
 // in it, once no process or open handle holds it. A missing one is fine.
-func deleteNS(name string) error {
+func DeleteNS(name string) error {
 	p := filepath.Join(netnsDir, name)
 	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmount network namespace %s: %w", name, err)
@@ -97,7 +87,7 @@ func Sweep(prefix string) ([]string, error) {
 		if !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		if err := deleteNS(e.Name()); err != nil {
+		if err := DeleteNS(e.Name()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -106,8 +96,9 @@ func Sweep(prefix string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// inNS runs f on a thread inside the namespace at path.
-func inNS(path string, f func() error) error {
+// Do runs f on a thread inside the namespace at path; a socket f opens or
+// a process it starts belongs to that namespace.
+func Do(path string, f func() error) error {
 	n, err := ns.GetNS(path)
 	if err != nil {
 		return err
@@ -119,7 +110,7 @@ func inNS(path string, f func() error) error {
 // setSysctl writes a net.* sysctl inside the namespace at path; /proc/sys/net
 // shows the namespace of the thread that opens it.
 func setSysctl(path, key, value string) error {
-	return inNS(path, func() error {
+	return Do(path, func() error {
 		file := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
 		if err := os.WriteFile(file, []byte(value), 0o644); err != nil {
 			return fmt.Errorf("sysctl %s=%s: %w", key, value, err)

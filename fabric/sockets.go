@@ -10,7 +10,7 @@ import (
 // goroutine.
 func Listen(nsPath, network, addr string) (net.Listener, error) {
 	var ln net.Listener
-	err := inNS(nsPath, func() error {
+	err := Do(nsPath, func() error {
 		var err error
 		ln, err = net.Listen(network, addr)
 		return err
@@ -21,7 +21,7 @@ func Listen(nsPath, network, addr string) (net.Listener, error) {
 // Dial connects from inside the namespace at nsPath.
 func Dial(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
 	var c net.Conn
-	err := inNS(nsPath, func() error {
+	err := Do(nsPath, func() error {
 		var err error
 		var d net.Dialer
 		c, err = d.DialContext(ctx, network, addr)
