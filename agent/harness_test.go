@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 const topology = `
@@ -133,23 +133,11 @@ func newWorld(t *testing.T) *world {
 // newWorldOf is newWorld with another topology, usually topology edited.
 func newWorldOf(t *testing.T, topology string) *world {
 	t.Helper()
-	for _, k := range []string{"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_REGION"} {
-		t.Setenv(k, "")
-	}
+	simtest.IsolateAWSEnv(t)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
-	topo, err := sim.ParseTopology([]byte(topology))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := sim.NewCloud(topo, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := simtest.New(t, topology, sim.Options{})
 	w := &world{t: t, cloud: cl, calls: map[string]int{}}
-	srv := httptest.NewServer(w.countCalls(cl.EC2Handler()))
-	t.Cleanup(srv.Close)
-	w.ec2 = srv.URL
+	w.ec2 = simtest.Serve(t, w.countCalls(cl.EC2Handler()))
 	return w
 }
 
@@ -166,8 +154,7 @@ type node struct {
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
-	srv := httptest.NewServer(w.cloud.IMDSHandler(instance))
-	w.t.Cleanup(srv.Close)
+	imdsURL := simtest.Serve(w.t, w.cloud.IMDSHandler(instance))
 	dir := w.t.TempDir()
 	e := map[string]string{
 		"VPCNET_STATE_DIR":              filepath.Join(dir, "state"),
@@ -187,7 +174,7 @@ func (w *world) node(instance string, env map[string]string) *node {
 	if err := os.MkdirAll(e["VPCNET_STATE_DIR"], 0o700); err != nil {
 		w.t.Fatal(err)
 	}
-	return &node{w: w, instance: instance, dir: dir, host: newFakeHost(), imds: srv.URL, env: e}
+	return &node{w: w, instance: instance, dir: dir, host: newFakeHost(), imds: imdsURL, env: e}
 }
 
 // running is an agent started by start; stop ends it and waits.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 func subnetsFake() *fakeEC2 {
@@ -97,7 +99,7 @@ func TestBucketPacesCallsAtItsRefillRate(t *testing.T) {
 }
 
 func TestInvalidBucketIsRefusedAtStart(t *testing.T) {
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	o := testOptions("http://127.0.0.1:1", nil)
 	o.Buckets = map[string]Bucket{"CreateNetworkInterface": {Burst: 0, Refill: 5}}
 	if _, err := New(context.Background(), o); err == nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 // fakeEC2 is an EC2 Query endpoint answering from a script: reply gets
@@ -61,18 +61,6 @@ func ec2OK(action, inner string) string {
 		inner + `</` + action + `Response>`
 }
 
-// isolateAWSEnv keeps the developer's AWS config and environment out of
-// the SDK's default loading.
-func isolateAWSEnv(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2", "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS", "AWS_NEW_RETRIES_2026"} {
-		t.Setenv(k, "")
-	}
-}
-
 // testOptions are Options for a client of an EC2 at endpoint, off
 // instance, with fast backoff.
 func testOptions(endpoint string, reg prometheus.Registerer) Options {
@@ -94,9 +82,9 @@ func testOptions(endpoint string, reg prometheus.Registerer) Options {
 // adjusts the options.
 func newFakeClient(t *testing.T, f *fakeEC2, edit func(*Options)) (*Client, *prometheus.Registry) {
 	t.Helper()
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	reg := prometheus.NewRegistry()
-	o := testOptions(newLoopback(t, f), reg)
+	o := testOptions(simtest.Serve(t, f), reg)
 	if edit != nil {
 		edit(&o)
 	}
@@ -105,15 +93,6 @@ func newFakeClient(t *testing.T, f *fakeEC2, edit func(*Options)) (*Client, *pro
 		t.Fatalf("New: %v", err)
 	}
 	return c, reg
-}
-
-// newLoopback serves h on loopback until the test ends and returns its
-// URL.
-func newLoopback(t *testing.T, h http.Handler) string {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
 }
 
 // histogram returns the sample count and sum of one action's series.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 // fakeIMDS serves IMDSv2: a token from PUT /latest/api/token, required on
@@ -16,7 +18,7 @@ import (
 func fakeIMDS(t *testing.T, data map[string]string) string {
 	t.Helper()
 	const token = "tok-123"
-	return newLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return simtest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut && r.URL.Path == "/latest/api/token" {
 			w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", r.Header.Get("X-Aws-Ec2-Metadata-Token-Ttl-Seconds"))
 			w.Write([]byte(token))
@@ -70,7 +72,7 @@ func nodeMetadata() map[string]string {
 }
 
 func TestDescribeSelfReadsIMDSAndSkipsHalfKnownENIs(t *testing.T) {
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	c, err := New(context.Background(), Options{
 		IMDSEndpoint: fakeIMDS(t, nodeMetadata()),
 		EC2Endpoint:  "http://127.0.0.1:1",
@@ -115,7 +117,7 @@ func TestDescribeSelfReadsIMDSAndSkipsHalfKnownENIs(t *testing.T) {
 }
 
 func TestDescribeSelfFailsWhenThePrimaryENIIsIncomplete(t *testing.T) {
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	md := nodeMetadata()
 	delete(md, "network/interfaces/macs/"+primaryMAC+"/local-ipv4s")
 	c, err := New(context.Background(), Options{
@@ -134,7 +136,7 @@ func TestDescribeSelfFailsWhenThePrimaryENIIsIncomplete(t *testing.T) {
 }
 
 func TestNewWithoutIMDSNeedsARegion(t *testing.T) {
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	_, err := New(context.Background(), Options{NoIMDS: true, EC2Endpoint: "http://127.0.0.1:1"})
 	if err == nil || !strings.Contains(err.Error(), "Options.Region") {
 		t.Errorf("err = %v, want one naming Options.Region", err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 const detachOK = `<return>true</return>`
@@ -100,7 +102,7 @@ func TestHungAttemptIsRetriedWithinTheCall(t *testing.T) {
 	}}
 	var seen atomic.Int32
 	release := make(chan struct{})
-	srv := newLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := simtest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if seen.Add(1) == 1 {
 			select {
 			case <-r.Context().Done():
@@ -111,7 +113,7 @@ func TestHungAttemptIsRetriedWithinTheCall(t *testing.T) {
 		ok.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { close(release) })
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	o := testOptions(srv, nil)
 	o.AttemptTimeout = 200 * time.Millisecond
 	c, err := New(context.Background(), o)
@@ -128,14 +130,14 @@ func TestHungAttemptIsRetriedWithinTheCall(t *testing.T) {
 
 func TestCallTimeoutBoundsTheWholeCall(t *testing.T) {
 	release := make(chan struct{})
-	srv := newLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := simtest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-release:
 		}
 	}))
 	t.Cleanup(func() { close(release) })
-	isolateAWSEnv(t)
+	simtest.IsolateAWSEnv(t)
 	o := testOptions(srv, nil)
 	o.CallTimeout = 300 * time.Millisecond
 	c, err := New(context.Background(), o)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/limits"
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 const simTopology = `
@@ -40,19 +41,11 @@ seed: 1
 // "on" instance, learning region and instance id from its IMDS.
 func simClient(t *testing.T, instance string, edit func(*Options)) (*Client, *sim.Cloud) {
 	t.Helper()
-	isolateAWSEnv(t)
-	topo, err := sim.ParseTopology([]byte(simTopology))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := sim.NewCloud(topo, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	simtest.IsolateAWSEnv(t)
+	cl := simtest.New(t, simTopology, sim.Options{})
 	o := Options{
-		EC2Endpoint:  newLoopback(t, cl.EC2Handler()),
-		IMDSEndpoint: newLoopback(t, cl.IMDSHandler(instance)),
+		EC2Endpoint:  simtest.Serve(t, cl.EC2Handler()),
+		IMDSEndpoint: simtest.Serve(t, cl.IMDSHandler(instance)),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
 		ClusterName:  "sim-cluster",
 		MaxBackoff:   2 * time.Millisecond, // the sim needs no real patience

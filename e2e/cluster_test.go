@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vpcnet/vpcnet/fabric"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
@@ -103,4 +102,3 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-var _ = fabric.InternetAddr

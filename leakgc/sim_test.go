@@ -7,8 +7,6 @@ package leakgc_test
 import (
 	"context"
 	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/leakgc"
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 const topology = `
@@ -54,26 +53,11 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	// Keep the SDK away from the developer's AWS config and environment.
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2", "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS"} {
-		t.Setenv(k, "")
-	}
-	topo, err := sim.ParseTopology([]byte(topology))
-	if err != nil {
-		t.Fatal(err)
-	}
+	simtest.IsolateAWSEnv(t)
 	clock := sim.NewManualClock(epoch)
-	cl, err := sim.NewCloud(topo, sim.Options{Now: clock.Now, AfterFunc: clock.AfterFunc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	srv := httptest.NewServer(cl.EC2Handler())
-	t.Cleanup(srv.Close)
-	return &world{t: t, ctx: context.Background(), clock: clock, url: srv.URL}
+	cl := simtest.New(t, topology, sim.Options{Now: clock.Now, AfterFunc: clock.AfterFunc})
+	url := simtest.Serve(t, cl.EC2Handler())
+	return &world{t: t, ctx: context.Background(), clock: clock, url: url}
 }
 
 // node is the cloud client of an agent on instance in cluster.
