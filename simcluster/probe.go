@@ -67,3 +67,34 @@ func Probe(ctx context.Context, from, to Endpoint) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%s → %s: connected but never accepted: %w", from.Name, to.Name, ctx.Err())
 	}
 }
+
+// CheckInsideVPC connects every pod to every other pod and to every node
+// and checks that each receiver sees the pod's own address: inside the VPC
+// nothing is translated. It returns how many connections it made and
+// every failure.
+func (c *Cluster) CheckInsideVPC(ctx context.Context, pods []*Pod) (int, []error) {
+	n := 0
+	var errs []error
+	for _, a := range pods {
+		var targets []Endpoint
+		for _, node := range c.Nodes {
+			targets = append(targets, node.Endpoint())
+		}
+		for _, b := range pods {
+			if b != a {
+				targets = append(targets, b.Endpoint())
+			}
+		}
+		for _, to := range targets {
+			n++
+			seen, err := Probe(ctx, a.Endpoint(), to)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case seen != a.Addr:
+				errs = append(errs, fmt.Errorf("%s saw %s as %s, want its own address %s: traffic inside the VPC must not be translated", to.Name, a.Name, seen, a.Addr))
+			}
+		}
+	}
+	return n, errs
+}

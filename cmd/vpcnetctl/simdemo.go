@@ -81,9 +81,9 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		fmt.Fprintf(stdout, "         %-8s %-8s %-10s %s (%d)\n", p.Name, p.Node, p.Addr, eni, dev)
 	}
 
-	n, err := allPairs(ctx, c, created)
-	if err != nil {
-		return err
+	n, errs := c.CheckInsideVPC(ctx, created)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	step("connectivity: %d TCP connections pod→pod and pod→node, every one seen from the pod's own address", n)
 	for _, p := range created {
@@ -132,32 +132,4 @@ func createPods(ctx context.Context, c *simcluster.Cluster, count int) ([]*simcl
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
-}
-
-// allPairs connects every pod to every other pod and to every node and
-// checks the receiver sees the pod's own address.
-func allPairs(ctx context.Context, c *simcluster.Cluster, pods []*simcluster.Pod) (int, error) {
-	n := 0
-	for _, a := range pods {
-		var targets []simcluster.Endpoint
-		for _, node := range c.Nodes {
-			targets = append(targets, node.Endpoint())
-		}
-		for _, b := range pods {
-			if b != a {
-				targets = append(targets, b.Endpoint())
-			}
-		}
-		for _, to := range targets {
-			seen, err := simcluster.Probe(ctx, a.Endpoint(), to)
-			if err != nil {
-				return n, err
-			}
-			if seen != a.Addr {
-				return n, fmt.Errorf("%s saw %s as %s", to.Name, a.Name, seen)
-			}
-			n++
-		}
-	}
-	return n, nil
 }
