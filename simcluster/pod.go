@@ -61,8 +61,11 @@ func (p *Pod) runtimeConf() *libcni.RuntimeConf {
 // appended, and the plugin directory.
 func (n *Node) cni(chain ...map[string]any) (*libcni.CNIConfig, *libcni.NetworkConfigList, error) {
 	files, err := libcni.ConfFiles(n.confDir(), []string{".conflist"})
-	if err != nil || len(files) == 0 {
-		return nil, nil, fmt.Errorf("node %s: no CNI configuration in %s yet (the agent writes it once ready): %v", n.ID, n.confDir(), err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %s: read CNI configuration: %w", n.ID, err)
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("node %s: no CNI configuration in %s yet: the agent writes it once ready (see %s)", n.ID, n.confDir(), n.AgentLog())
 	}
 	data, err := os.ReadFile(files[0])
 	if err == nil && len(chain) > 0 {
