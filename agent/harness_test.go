@@ -21,6 +21,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/internal/testlog"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/sim/simtest"
@@ -192,7 +193,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := testlog.New(t, slog.LevelWarn)
 	c, err := cloud.New(context.Background(), cloud.Options{
 		EC2Endpoint: n.w.ec2, IMDSEndpoint: n.imds,
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
@@ -261,13 +262,6 @@ func key(i int) ipam.Key {
 	return ipam.Key{Network: "aws-cni", ContainerID: fmt.Sprintf("c%03d", i), IfName: "eth0"}
 }
 func pod(i int) ipam.Pod { return ipam.Pod{Namespace: "default", Name: fmt.Sprintf("p%03d", i)} }
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
-}
 
 // failing lists the conditions that do not hold, for test failures.
 func failing(conds []Condition) string {

@@ -3,8 +3,6 @@ package kube
 import (
 	"context"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vpcnet/vpcnet/agent"
+	"github.com/vpcnet/vpcnet/internal/testlog"
 )
 
 // inst is the instance every test runs on.
@@ -145,22 +144,5 @@ func (h *harness) waitFor(t *testing.T, what string, cond func(agent.KubeState) 
 
 func nodeFound(st agent.KubeState) bool { return st.Node != "" }
 
-// testLogger logs into the test until it ends, and nowhere after: the
-// Event broadcaster's goroutine may still report a write as it stops.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() { w.ended.Store(true) })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct {
-	t     *testing.T
-	ended atomic.Bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	if !w.ended.Load() {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
+// testLogger logs into the test until it ends.
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t, slog.LevelDebug) }

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/internal/testlog"
 	"github.com/vpcnet/vpcnet/kube"
 )
 
@@ -99,22 +98,5 @@ func (l *layer) running() bool {
 
 func nodeFound(st agent.KubeState) bool { return st.Node != "" }
 
-// testLogger logs into the test until it ends, and nowhere after: the
-// Event broadcaster's goroutine may still report a write as it stops.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() { w.ended.Store(true) })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct {
-	t     *testing.T
-	ended atomic.Bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	if !w.ended.Load() {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
+// testLogger logs into the test until it ends.
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t, slog.LevelDebug) }
