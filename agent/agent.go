@@ -67,10 +67,12 @@ type Agent struct {
 	mu sync.Mutex // guards everything below
 
 	// self, limits, planCfg and node are learned during start-up.
-	self    cloud.Self
-	limits  ipam.Limits
-	planCfg ipam.PlanConfig
-	node    NodeNet
+	self   cloud.Self
+	limits ipam.Limits
+	// limitsSource says where limits came from, for /v1/status.
+	limitsSource string
+	planCfg      ipam.PlanConfig
+	node         NodeNet
 
 	// pool is who holds which address; it is the checkpoint's content.
 	pool *ipam.Pool

@@ -79,7 +79,7 @@ func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState) string {
 	az, vpc := a.self.AvailabilityZone, a.self.VPCCIDRs
 	a.mu.Unlock()
 	if known {
-		return ec.describe(verdict)
+		return describeENIConfig(ec, verdict)
 	}
 	subnets, err := a.cloud.DescribeSubnets(ctx, ec.Subnet)
 	if err != nil {
@@ -90,10 +90,10 @@ func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState) string {
 			a.subnetChecks[ec.Subnet] = verdict
 			a.mu.Unlock()
 		}
-		return ec.describe(verdict)
+		return describeENIConfig(ec, verdict)
 	}
 	if len(subnets) != 1 {
-		return ec.describe(fmt.Sprintf("EC2 returned %d subnets for it", len(subnets)))
+		return describeENIConfig(ec, fmt.Sprintf("EC2 returned %d subnets for it", len(subnets)))
 	}
 	s := subnets[0]
 	switch {
@@ -108,12 +108,12 @@ func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState) string {
 		a.subnets[s.ID] = s.CIDR
 	}
 	a.mu.Unlock()
-	return ec.describe(verdict)
+	return describeENIConfig(ec, verdict)
 }
 
 // describe names the ENIConfig and its subnet in front of what is wrong
 // with the subnet, or returns "" when nothing is.
-func (ec ENIConfigState) describe(problem string) string {
+func describeENIConfig(ec ENIConfigState, problem string) string {
 	if problem == "" {
 		return ""
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/version"
 )
 
 // serveHTTP starts the introspection endpoint (loopback by default: it
@@ -24,7 +26,7 @@ func (a *Agent) serveHTTP(ctx context.Context, wg *sync.WaitGroup) error {
 		a.health(mux)
 		mux.HandleFunc("GET /v1/enis", a.jsonHandler(a.enisView))
 		mux.HandleFunc("GET /v1/pods", a.jsonHandler(a.podsView))
-		mux.HandleFunc("GET /v1/config", a.jsonHandler(func() any { return a.cfg.Settings() }))
+		mux.HandleFunc("GET /v1/config", a.jsonHandler(a.configView))
 		mux.HandleFunc("GET /v1/status", a.jsonHandler(a.statusView))
 		if err := a.serve(ctx, wg, a.cfg.IntrospectionAddr, mux); err != nil {
 			return err
@@ -99,43 +101,15 @@ func (a *Agent) jsonHandler(view func() any) http.HandlerFunc {
 	}
 }
 
-// The /v1 views. Field names are part of the interface operators script
-// against: add fields, never rename them.
-
-type eniView struct {
-	ID          string      `json:"id"`
-	DeviceIndex int         `json:"deviceIndex"`
-	Primary     bool        `json:"primary"`
-	SubnetID    string      `json:"subnetId"`
-	SubnetCIDR  string      `json:"subnetCidr"`
-	PrimaryIP   string      `json:"primaryIp"`
-	MAC         string      `json:"mac"`
-	RouteTable  int         `json:"routeTable"`
-	CreatedAt   time.Time   `json:"createdAt"`
-	Total       int         `json:"total"`
-	Assigned    int         `json:"assigned"`
-	Cooling     int         `json:"cooling"`
-	Free        int         `json:"free"`
-	Blocks      []blockView `json:"blocks"`
-}
-
-type blockView struct {
-	Prefix   string     `json:"prefix"`
-	Assigned int        `json:"assigned"`
-	Cooling  int        `json:"cooling"`
-	Free     int        `json:"free"`
-	Holders  []holdView `json:"holders,omitempty"`
-}
-
-type holdView struct {
-	Address     string    `json:"address"`
-	Pod         string    `json:"pod,omitempty"`
-	ContainerID string    `json:"containerId"`
-	IfName      string    `json:"ifName"`
-	Network     string    `json:"network"`
-	Since       time.Time `json:"since"`
-	Quarantined bool      `json:"quarantined,omitempty"`
-}
+// The /v1 views are introspect's types: one contract for the agent and
+// every reader.
+type (
+	eniView    = introspect.ENI
+	blockView  = introspect.Block
+	holdView   = introspect.Hold
+	statusView = introspect.Status
+	ipamCounts = introspect.Counts
+)
 
 func holdOf(as ipam.Assignment) holdView {
 	h := holdView{Address: as.Addr.String(), ContainerID: as.Key.ContainerID, IfName: as.Key.IfName, Network: as.Key.Network, Since: as.AssignedAt, Quarantined: isQuarantine(as.Key)}
@@ -179,39 +153,6 @@ func (a *Agent) podsView() any {
 	return out
 }
 
-type statusView struct {
-	Ready         bool        `json:"ready"`
-	Conditions    []Condition `json:"conditions"`
-	InstanceID    string      `json:"instanceId"`
-	InstanceType  string      `json:"instanceType"`
-	MaxENIs       int         `json:"maxEnis"`
-	IPv4PerENI    int         `json:"ipv4PerEni"`
-	Addresses     ipamCounts  `json:"addresses"`
-	Waiting       int         `json:"waiting"`
-	LastReconcile time.Time   `json:"lastReconcile"`
-	LastEC2Error  string      `json:"lastEc2Error,omitempty"`
-	Shortfall     string      `json:"shortfall,omitempty"`
-	// Planned is what the planner would change now, with its reasons:
-	// empty means the pool is at the target the settings ask for.
-	Planned []string `json:"planned"`
-	// GrowthHeldUntil is set while growth waits after EC2 refused it.
-	GrowthHeldUntil *time.Time `json:"growthHeldUntil,omitempty"`
-	ReleaseHold     string     `json:"releaseHold,omitempty"`
-	Quarantined     []string   `json:"quarantined,omitempty"`
-	StaleEntries    []holdView `json:"staleCheckpointEntries,omitempty"`
-	// Diagnostics never make the agent unready; doctor reads them.
-	Diagnostics      []Condition `json:"diagnostics"`
-	Kubernetes       KubeState   `json:"kubernetes"`
-	CustomNetworking string      `json:"customNetworking,omitempty"`
-}
-
-type ipamCounts struct {
-	Total    int `json:"total"`
-	Assigned int `json:"assigned"`
-	Cooling  int `json:"cooling"`
-	Free     int `json:"free"`
-}
-
 func (a *Agent) statusView() any {
 	ready, conds := a.ready.get()
 	_, diag := a.diag.get()
@@ -219,13 +160,18 @@ func (a *Agent) statusView() any {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.pool.Stats(a.now())
-	v := statusView{Ready: ready, Conditions: conds, InstanceID: a.self.InstanceID, InstanceType: a.self.InstanceType,
+	vi := version.Get()
+	v := statusView{Ready: ready, Conditions: conds, Version: vi.Version, Commit: vi.Commit, LimitsSource: a.limitsSource, InstanceID: a.self.InstanceID, InstanceType: a.self.InstanceType,
 		MaxENIs: a.maxENIsLocked(), IPv4PerENI: a.limits.IPv4PerENI,
 		Addresses: ipamCounts{Total: st.Total, Assigned: st.Assigned, Cooling: st.Cooling, Free: st.Free},
 		Waiting:   a.waiting, LastReconcile: a.lastReconcile, LastEC2Error: a.lastEC2Err, ReleaseHold: a.hold,
 		Diagnostics: diag, Kubernetes: ks}
 	if a.cfg.CustomNetwork {
 		v.CustomNetworking = a.eniCfgMsg
+	}
+	if !st.NextFree.IsZero() {
+		next := st.NextFree
+		v.NextFree = &next
 	}
 	if a.lastShortfall.Short() {
 		v.Shortfall = a.lastShortfall.String()
@@ -249,4 +195,14 @@ func (a *Agent) statusView() any {
 		v.StaleEntries = append(v.StaleEntries, holdOf(ipam.Assignment{Key: e.Key, Pod: e.Pod, Addr: e.Addr, AssignedAt: e.AssignedAt}))
 	}
 	return v
+}
+
+// configView is every setting with its effective value, in the
+// lower-case keys every other endpoint uses.
+func (a *Agent) configView() any {
+	out := []introspect.Setting{}
+	for _, s := range a.cfg.Settings() {
+		out = append(out, introspect.Setting{Name: s.Name, Value: s.Value, Default: s.Default, Meaning: s.Meaning})
+	}
+	return out
 }

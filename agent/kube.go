@@ -2,7 +2,7 @@ package agent
 
 import (
 	"context"
-	"time"
+	"github.com/vpcnet/vpcnet/introspect"
 
 	"github.com/vpcnet/vpcnet/ipam"
 )
@@ -48,51 +48,10 @@ type Event struct {
 
 // KubeState is what the Kubernetes layer knows, for /v1/status, the
 // diagnostic conditions and custom networking.
-type KubeState struct {
-	// Enabled is false when the agent runs without an API server.
-	Enabled bool `json:"enabled"`
-	// Source says how the API server is reached, or why it is not.
-	Source string `json:"source"`
-	// Reachable says whether the API server answered the last request;
-	// Since is when that last changed. LastError is the last failure,
-	// which may be an answer (a missing RBAC verb) rather than silence.
-	Reachable bool      `json:"reachable"`
-	Since     time.Time `json:"since"`
-	LastError string    `json:"lastError,omitempty"`
-	// Node is this node's Node name once found, and NodeFoundBy how
-	// ("MY_NODE_NAME" or "providerID"); NodeProblem says why it is not
-	// found yet.
-	Node        string `json:"node,omitempty"`
-	NodeFoundBy string `json:"nodeFoundBy,omitempty"`
-	NodeProblem string `json:"nodeProblem,omitempty"`
-	// Mismatch says which names of this node disagree (MY_NODE_NAME,
-	// the providerID's Node, the host name, EC2's private DNS name).
-	Mismatch string `json:"nameMismatch,omitempty"`
-	// Pods is how many of this node's pods the watch holds.
-	Pods int `json:"pods"`
-	// StartupTaint says what became of VPCNET_STARTUP_TAINT; TaintRemoved
-	// is true once it is off the Node, or when there is none to remove.
-	StartupTaint string         `json:"startupTaint"`
-	TaintRemoved bool           `json:"startupTaintRemoved"`
-	ENIConfig    ENIConfigState `json:"eniConfig"`
-}
+type KubeState = introspect.KubeState
 
 // ENIConfigState is the node's ENIConfig as the API server has it.
-type ENIConfigState struct {
-	// Name is the ENIConfig the node asks for, and From where the name
-	// came from (annotation, label, or the default); both empty until the
-	// Node is known.
-	Name string `json:"name,omitempty"`
-	From string `json:"from,omitempty"`
-	// Known says the API server has answered about the ENIConfig, so
-	// Found and Problem are a verdict rather than a wait.
-	Known bool `json:"known"`
-	// Found says the ENIConfig exists and is usable; Problem says why not.
-	Found          bool     `json:"found"`
-	Subnet         string   `json:"subnet,omitempty"`
-	SecurityGroups []string `json:"securityGroups,omitempty"`
-	Problem        string   `json:"problem,omitempty"`
-}
+type ENIConfigState = introspect.ENIConfigState
 
 // NoKube is the Kubernetes layer of an agent that has no API server.
 type NoKube struct{}

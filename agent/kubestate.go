@@ -32,7 +32,7 @@ func (a *Agent) kubeChanged() {
 		return
 	}
 	a.mu.Lock()
-	changed := !ec.equal(a.lastENIConfig)
+	changed := !eniConfigEqual(ec, a.lastENIConfig)
 	a.lastENIConfig = ec
 	a.mu.Unlock()
 	if changed {
@@ -40,7 +40,7 @@ func (a *Agent) kubeChanged() {
 	}
 }
 
-func (e ENIConfigState) equal(o ENIConfigState) bool {
+func eniConfigEqual(e, o ENIConfigState) bool {
 	return e.Name == o.Name && e.From == o.From && e.Known == o.Known && e.Found == o.Found && e.Subnet == o.Subnet &&
 		e.Problem == o.Problem && slices.Equal(e.SecurityGroups, o.SecurityGroups)
 }

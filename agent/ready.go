@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/vpcnet/vpcnet/introspect"
 	"sync"
 	"time"
 )
@@ -41,12 +42,7 @@ func conditionOrder(customNetwork bool) []string {
 var diagnosticOrder = []string{CondKubernetes, CondNodeIdentity, CondStartupTaint}
 
 // Condition is one readiness check and why it holds or not.
-type Condition struct {
-	Name    string    `json:"name"`
-	OK      bool      `json:"ok"`
-	Message string    `json:"message"`
-	Since   time.Time `json:"since"`
-}
+type Condition = introspect.Condition
 
 // readiness tracks a fixed list of conditions. Any goroutine may set them.
 type readiness struct {

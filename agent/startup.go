@@ -82,7 +82,7 @@ func (a *Agent) learnNode(ctx context.Context) error {
 		return fmt.Errorf("instance type %s: %w", self.InstanceType, err)
 	}
 	a.mu.Lock()
-	a.self, a.limits, a.planCfg = self, lim, cfg
+	a.self, a.limits, a.planCfg, a.limitsSource = self, lim, cfg, note
 	a.node = NodeNet{
 		PrimaryMAC: self.Primary.MAC, PrimaryIP: self.Primary.PrimaryIP(), VPCCIDRs: self.VPCCIDRs,
 		ExcludeSNATCIDRs: a.cfg.ExcludeSNATCIDRs, ExternalSNAT: a.cfg.ExternalSNAT,

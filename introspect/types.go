@@ -1,0 +1,172 @@
+// Package introspect is the contract of vpcnetd's introspection endpoint
+// (/v1/status, /v1/enis, /v1/pods, /v1/config, /readyz): the JSON types the
+// agent serves and a small client that reads them. vpcnetctl, doctor,
+// the support bundle and the local cloud all read the agent through it, so
+// the field names live in one place. Field names are part of the interface
+// operators script against: add fields, never rename them.
+package introspect
+
+import "time"
+
+// DefaultAddr is where vpcnetd serves introspection unless told otherwise
+// (loopback only: it shows every pod's address).
+const DefaultAddr = "127.0.0.1:61679"
+
+// Condition is one readiness or diagnostic check and why it holds or not.
+type Condition struct {
+	Name    string    `json:"name"`
+	OK      bool      `json:"ok"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
+}
+
+// Readyz is the body of /readyz.
+type Readyz struct {
+	Ready      bool        `json:"ready"`
+	Conditions []Condition `json:"conditions"`
+}
+
+// ENI is one ENI in the pool, from /v1/enis.
+type ENI struct {
+	ID          string    `json:"id"`
+	DeviceIndex int       `json:"deviceIndex"`
+	Primary     bool      `json:"primary"`
+	SubnetID    string    `json:"subnetId"`
+	SubnetCIDR  string    `json:"subnetCidr"`
+	PrimaryIP   string    `json:"primaryIp"`
+	MAC         string    `json:"mac"`
+	RouteTable  int       `json:"routeTable"`
+	CreatedAt   time.Time `json:"createdAt"`
+	Total       int       `json:"total"`
+	Assigned    int       `json:"assigned"`
+	Cooling     int       `json:"cooling"`
+	Free        int       `json:"free"`
+	Blocks      []Block   `json:"blocks"`
+	// DeleteOnTermination says EC2 confirmed the ENI goes with the
+	// instance; false while the agent is still setting it.
+	DeleteOnTermination bool `json:"deleteOnTermination"`
+}
+
+// Block is a secondary address (/32) or a delegated prefix (/28).
+type Block struct {
+	Prefix   string `json:"prefix"`
+	Assigned int    `json:"assigned"`
+	Cooling  int    `json:"cooling"`
+	Free     int    `json:"free"`
+	Holders  []Hold `json:"holders,omitempty"`
+}
+
+// Hold is one address held for a pod's attachment, from /v1/pods and the
+// holders of a Block.
+type Hold struct {
+	Address     string    `json:"address"`
+	Pod         string    `json:"pod,omitempty"`
+	ContainerID string    `json:"containerId"`
+	IfName      string    `json:"ifName"`
+	Network     string    `json:"network"`
+	Since       time.Time `json:"since"`
+	Quarantined bool      `json:"quarantined,omitempty"`
+}
+
+// Counts are the pool's address counts.
+type Counts struct {
+	Total    int `json:"total"`
+	Assigned int `json:"assigned"`
+	Cooling  int `json:"cooling"`
+	Free     int `json:"free"`
+}
+
+// Status is /v1/status: readiness and what the agent is doing and why.
+type Status struct {
+	Ready        bool        `json:"ready"`
+	Conditions   []Condition `json:"conditions"`
+	Version      string      `json:"version"`
+	Commit       string      `json:"commit,omitempty"`
+	InstanceID   string      `json:"instanceId"`
+	InstanceType string      `json:"instanceType"`
+	// LimitsSource says where MaxENIs and IPv4PerENI came from: the
+	// generated table, EC2's DescribeInstanceTypes, or observed on the
+	// node because the type is unknown (DESIGN.md story 1).
+	LimitsSource  string    `json:"limitsSource,omitempty"`
+	MaxENIs       int       `json:"maxEnis"`
+	IPv4PerENI    int       `json:"ipv4PerEni"`
+	Addresses     Counts    `json:"addresses"`
+	Waiting       int       `json:"waiting"`
+	LastReconcile time.Time `json:"lastReconcile"`
+	LastEC2Error  string    `json:"lastEc2Error,omitempty"`
+	Shortfall     string    `json:"shortfall,omitempty"`
+	// NextFree is when the first cooling address comes free, set while
+	// any address cools (DESIGN.md story 8).
+	NextFree *time.Time `json:"nextFree,omitempty"`
+	// Planned is what the planner would change now, with its reasons:
+	// empty means the pool is at the target the settings ask for.
+	Planned []string `json:"planned"`
+	// GrowthHeldUntil is set while growth waits after EC2 refused it.
+	GrowthHeldUntil *time.Time `json:"growthHeldUntil,omitempty"`
+	ReleaseHold     string     `json:"releaseHold,omitempty"`
+	Quarantined     []string   `json:"quarantined,omitempty"`
+	StaleEntries    []Hold     `json:"staleCheckpointEntries,omitempty"`
+	// Reclaimed counts assignments the agent released itself because
+	// their pod was gone from the host (a DEL it never saw).
+	Reclaimed int `json:"reclaimed"`
+	// Diagnostics never make the agent unready; doctor reads them.
+	Diagnostics      []Condition `json:"diagnostics"`
+	Kubernetes       KubeState   `json:"kubernetes"`
+	CustomNetworking string      `json:"customNetworking,omitempty"`
+}
+
+// KubeState is what the agent's Kubernetes layer knows, for /v1/status,
+// the diagnostic conditions and custom networking.
+type KubeState struct {
+	// Enabled is false when the agent runs without an API server.
+	Enabled bool `json:"enabled"`
+	// Source says how the API server is reached, or why it is not.
+	Source string `json:"source"`
+	// Reachable says whether the API server answered the last request;
+	// Since is when that last changed. LastError is the last failure,
+	// which may be an answer (a missing RBAC verb) rather than silence.
+	Reachable bool      `json:"reachable"`
+	Since     time.Time `json:"since"`
+	LastError string    `json:"lastError,omitempty"`
+	// Node is this node's Node name once found, and NodeFoundBy how
+	// ("MY_NODE_NAME" or "providerID"); NodeProblem says why it is not
+	// found yet.
+	Node        string `json:"node,omitempty"`
+	NodeFoundBy string `json:"nodeFoundBy,omitempty"`
+	NodeProblem string `json:"nodeProblem,omitempty"`
+	// Mismatch says which names of this node disagree (MY_NODE_NAME,
+	// the providerID's Node, the host name, EC2's private DNS name).
+	Mismatch string `json:"nameMismatch,omitempty"`
+	// Pods is how many of this node's pods the watch holds.
+	Pods int `json:"pods"`
+	// StartupTaint says what became of VPCNET_STARTUP_TAINT; TaintRemoved
+	// is true once it is off the Node, or when there is none to remove.
+	StartupTaint string         `json:"startupTaint"`
+	TaintRemoved bool           `json:"startupTaintRemoved"`
+	ENIConfig    ENIConfigState `json:"eniConfig"`
+}
+
+// ENIConfigState is the node's ENIConfig as the API server has it.
+type ENIConfigState struct {
+	// Name is the ENIConfig the node asks for, and From where the name
+	// came from (annotation, label, or the default); both empty until the
+	// Node is known.
+	Name string `json:"name,omitempty"`
+	From string `json:"from,omitempty"`
+	// Known says the API server has answered about the ENIConfig, so
+	// Found and Problem are a verdict rather than a wait.
+	Known bool `json:"known"`
+	// Found says the ENIConfig exists and is usable; Problem says why not.
+	Found          bool     `json:"found"`
+	Subnet         string   `json:"subnet,omitempty"`
+	SecurityGroups []string `json:"securityGroups,omitempty"`
+	Problem        string   `json:"problem,omitempty"`
+}
+
+// Setting is one agent setting, from /v1/config.
+type Setting struct {
+	Name    string `json:"name"`
+	Value   string `json:"value"`
+	Default string `json:"default"`
+	Meaning string `json:"meaning"`
+}
