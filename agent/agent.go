@@ -2,21 +2,27 @@
 // pool at target through EC2, serves the CNI plugin over a root-only unix
 // socket, and reports what it is doing and why.
 //
-// The pure core (ipam) decides; this package performs. All pool state sits
-// behind one mutex, every change to who holds what is on disk before it is
-// visible, and one reconcile goroutine is the only place EC2 is mutated for
-// the pool.
+// The shape is etcd raft's: one goroutine (loop.go) owns the node's state,
+// a pure state machine (agent/nodestate). Plugin requests, EC2 and host
+// results, checkpoint acknowledgements and clock ticks reach it as events;
+// it hands out what must be done (a checkpoint write, EC2 and host jobs,
+// replies) and never waits on disk or network itself. The store
+// (store.go) writes the checkpoint, the executor (agent/executor) runs the
+// jobs, and replies leave only once what they promise is on disk.
 package agent
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"log/slog"
-	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/ipam"
@@ -29,8 +35,8 @@ type Options struct {
 	Cloud  Cloud
 	Host   Host
 	Logger *slog.Logger
-	// Now is the clock. Nil means time.Now.
-	Now func() time.Time
+	// Clock is the one source of time. Nil means the wall clock.
+	Clock clock.Clock
 	// Registerer receives the vpcnet_* metrics. Nil means a private registry.
 	Registerer prometheus.Registerer
 	// Gatherer serves /metrics; nil means the private registry's.
@@ -48,7 +54,7 @@ type Agent struct {
 	cloud Cloud
 	host  Host
 	log   *slog.Logger
-	now   func() time.Time
+	clk   clock.Clock
 	met   *metrics
 	ready *readiness
 	// diag are the diagnostic conditions, which never block readiness.
@@ -56,70 +62,47 @@ type Agent struct {
 	kube Kube
 
 	attachTimeout time.Duration
-	kickCh        chan struct{}
-	// passMu makes reconcile passes take turns: the loop runs them, and
-	// tests call reconcile directly to force one.
-	passMu sync.Mutex
-	// confInstalled is set once the CNI configuration is written. Only a
-	// reconcile pass touches it.
-	confInstalled bool
+	// events and queries feed the owner goroutine; requests and results
+	// are events, views are queries run there.
+	events  chan nodestate.Event
+	queries chan func(*nodestate.Node)
+	// done is closed when the owner goroutine has stopped.
+	done chan struct{}
+	// health is what the owner last published for metrics and readiness
+	// readers that must not wait for it.
+	summary atomic.Pointer[health]
+	// confState says whether the CNI configuration is written (conf*).
+	confState atomic.Int32
 
-	mu sync.Mutex // guards everything below
+	// bootp is what start-up learned about the node; set once, before
+	// the owner starts, and read-only afterwards.
+	bootp atomic.Pointer[bootInfo]
+	// kubeKick wakes the Kubernetes bridge; kicks coalesce.
+	kubeKick chan struct{}
 
-	// self, limits, planCfg and node are learned during start-up.
-	self   cloud.Self
-	limits ipam.Limits
-	// limitsSource says where limits came from, for /v1/status.
-	limitsSource string
-	planCfg      ipam.PlanConfig
-	node         NodeNet
-
-	// pool is who holds which address; it is the checkpoint's content.
-	pool *ipam.Pool
-	// stale are checkpoint entries whose address is on no attached ENI.
-	// They are kept on disk, never released automatically, and reported.
-	stale []checkpoint.Entry
-	// quarantined are addresses the host routes to a pod that the
-	// checkpoint does not know: held under a synthetic key so nobody gets
-	// them, and, while any exist, nothing is released.
-	quarantined map[netip.Addr]bool
-	// hold, when set, says why no address or ENI may be released now.
-	hold string
-	// waiting counts Add calls blocked for an address; avail is closed and
-	// replaced whenever addresses may have become available.
-	waiting int
-	avail   chan struct{}
-	// eniMeta is what the pool does not keep about each ENI.
-	eniMeta map[string]eniMeta
-	// subnets caches subnet CIDRs learned from EC2.
-	subnets map[string]netip.Prefix
-	// grow spaces out growth after EC2 refused it.
-	grow growBackoff
-	// lastShortfall and lastGrowErr explain an empty pool to the plugin.
-	lastShortfall ipam.Shortfall
-	lastGrowErr   error
-	lastReconcile time.Time
-	lastEC2Err    string
-	cloudOK       bool
-	// With custom networking: eniCfgOK says planCfg's subnet and security
-	// groups are the ENIConfig's, and eniCfgMsg which, or why not;
-	// subnetChecks are EC2's definitive verdicts on ENIConfig subnets
-	// ("" is usable); ckAddrs are the checkpoint's addresses while it is
-	// restored, the only ones on the primary ENI the pool takes.
-	eniCfgOK      bool
-	eniCfgMsg     string
-	lastENIConfig ENIConfigState
-	subnetChecks  map[string]string
-	ckAddrs       map[netip.Addr]bool
+	mu sync.Mutex // guards below; never held across I/O
+	// replies routes each reply to the request that waits for it.
+	replies map[uint64]chan nodestate.Reply
+	nextID  uint64
 	// httpAddrs are the introspection and metrics listeners, in that
 	// order, once bound (tests bind port 0).
 	httpAddrs []string
+	// eniCfgMsg is the last ENIConfig verdict, for /v1/status.
+	eniCfgMsg string
 }
 
-// eniMeta is what the agent needs about an attached ENI beyond the pool.
-type eniMeta struct {
-	MAC          string
-	AttachmentID string
+// bootInfo is what start-up learned about the node.
+type bootInfo struct {
+	self         cloud.Self
+	limits       ipam.Limits
+	limitsSource string
+	planCfg      ipam.PlanConfig
+	node         NodeNet
+}
+
+// health is a published summary of the node state.
+type health struct {
+	view nodestate.View
 }
 
 // New checks the options and builds an agent; Run starts it.
@@ -130,8 +113,8 @@ func New(o Options) (*Agent, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.Registerer == nil {
 		reg := prometheus.NewRegistry()
@@ -148,24 +131,22 @@ func New(o Options) (*Agent, error) {
 		cloud:         o.Cloud,
 		host:          o.Host,
 		log:           o.Logger,
-		now:           o.Now,
+		clk:           o.Clock,
 		attachTimeout: o.AttachTimeout,
-		kickCh:        make(chan struct{}, 1),
-		pool:          ipam.NewPool(o.Config.Cooldown),
-		quarantined:   make(map[netip.Addr]bool),
-		avail:         make(chan struct{}),
-		eniMeta:       make(map[string]eniMeta),
-		subnets:       make(map[string]netip.Prefix),
-		subnetChecks:  make(map[string]string),
+		events:        make(chan nodestate.Event, 1024),
+		queries:       make(chan func(*nodestate.Node)),
+		done:          make(chan struct{}),
+		kubeKick:      make(chan struct{}, 1),
+		replies:       make(map[uint64]chan nodestate.Reply),
 		kube:          o.Kube,
 	}
-	a.ready = newReadiness(o.Now, conditionOrder(o.Config.CustomNetwork))
+	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))
 	a.ready.set(CondConfig, true, "all settings valid")
 	if o.Config.CustomNetwork {
 		a.eniCfgMsg = "waiting for the Kubernetes layer to read the node's ENIConfig"
 		a.ready.set(CondENIConfig, false, a.eniCfgMsg)
 	}
-	a.diag = newReadiness(o.Now, diagnosticOrder)
+	a.diag = newReadiness(a.clk.Now, diagnosticOrder)
 	met, err := newMetrics(o.Registerer, o.Gatherer, a)
 	if err != nil {
 		return nil, err
@@ -174,26 +155,29 @@ func New(o Options) (*Agent, error) {
 	return a, nil
 }
 
-// kick asks the reconciler for a pass soon; kicks coalesce.
-func (a *Agent) kick() {
-	select {
-	case a.kickCh <- struct{}{}:
-	default:
+func (a *Agent) now() time.Time { return a.clk.Now() }
+
+// info is what start-up learned, or the zero bootInfo before it has.
+func (a *Agent) info() *bootInfo {
+	if b := a.bootp.Load(); b != nil {
+		return b
 	}
+	return &bootInfo{}
 }
 
-// wakeLocked wakes every Add waiting for an address. a.mu must be held.
-func (a *Agent) wakeLocked() {
-	close(a.avail)
-	a.avail = make(chan struct{})
-}
-
-// maxENIsLocked is how many ENIs the pool may use: the instance type's
-// limit, lowered by MAX_ENI.
-func (a *Agent) maxENIsLocked() int {
-	n := a.limits.MaxENIs
+// maxENIs is how many ENIs the pool may use: the instance type's limit,
+// lowered by MAX_ENI.
+func (a *Agent) maxENIs() int {
+	n := a.info().limits.MaxENIs
 	if a.cfg.MaxENI > 0 && a.cfg.MaxENI < n {
 		n = a.cfg.MaxENI
 	}
 	return n
+}
+
+// hostVeth names a pod's host veth as the plugin does (the Amazon VPC
+// CNI's rule), so the state machine can tell whose route an address is.
+func (a *Agent) hostVeth(p ipam.Pod) string {
+	sum := sha1.Sum([]byte(p.Namespace + "." + p.Name))
+	return a.cfg.VethPrefix + hex.EncodeToString(sum[:])[:11]
 }

@@ -6,9 +6,12 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
-	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // Custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG), as in the
@@ -17,21 +20,55 @@ import (
 // addresses are not used for pods. It is the one Kubernetes feature
 // readiness waits for: without the ENIConfig there is no subnet.
 
-// applyENIConfig brings the plan config in line with the node's ENIConfig
-// as the Kubernetes layer last read it. Only the reconcile goroutine
-// calls it, before it plans.
-func (a *Agent) applyENIConfig(ctx context.Context) {
-	if !a.cfg.CustomNetwork {
-		return
+// bridgeKube is the Kubernetes bridge: it turns what the Kubernetes layer
+// knows into diagnostics and, with custom networking, into the ENIConfig
+// verdict the state machine plans with. It runs on its own goroutine: the
+// subnet check calls EC2.
+func (a *Agent) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		checks := map[string]string{} // EC2's definitive verdicts on subnets ("" is usable)
+		var last nodestate.ENIConfigUpdate
+		first := true
+		for {
+			a.noteKube()
+			if a.cfg.CustomNetwork {
+				up := a.evalENIConfig(ctx, checks)
+				if first || up.OK != last.OK || up.Message != last.Message {
+					a.send(ctx, up)
+					a.eniConfigChanged(up)
+				}
+				first, last = false, up
+			}
+			tick, stop := clock.After(a.clk, a.cfg.ReconcileInterval)
+			select {
+			case <-ctx.Done():
+				stop()
+				return
+			case <-a.kubeKick:
+			case <-tick:
+			}
+			stop()
+		}
+	}()
+}
+
+// kubeChanged is the Kubernetes layer's callback; it must not block.
+func (a *Agent) kubeChanged() {
+	select {
+	case a.kubeKick <- struct{}{}:
+	default:
 	}
+}
+
+// evalENIConfig decides whether the node's ENIConfig is usable now.
+func (a *Agent) evalENIConfig(ctx context.Context, checks map[string]string) nodestate.ENIConfigUpdate {
 	ks := a.kube.State()
 	ec := ks.ENIConfig
-	a.mu.Lock()
-	primarySGs := a.self.Primary.SecurityGroups
-	a.mu.Unlock()
 	groups := ec.SecurityGroups
 	if len(groups) == 0 {
-		groups = primarySGs
+		groups = a.info().self.Primary.SecurityGroups
 	}
 	var problem string
 	switch {
@@ -40,55 +77,48 @@ func (a *Agent) applyENIConfig(ctx context.Context) {
 	case !ec.Found:
 		problem = ec.Problem
 	default:
-		problem = a.checkENISubnet(ctx, ec)
+		problem = a.checkENISubnet(ctx, ec, checks)
 	}
-	ok := problem == ""
-	msg := problem
-	if ok {
-		msg = fmt.Sprintf("ENIConfig %s (named by %s): new ENIs in %s with security groups %s; the primary ENI's addresses are not used for pods",
-			ec.Name, ec.From, ec.Subnet, strings.Join(groups, ","))
+	if problem != "" {
+		return nodestate.ENIConfigUpdate{Message: problem}
 	}
+	return nodestate.ENIConfigUpdate{OK: true, SubnetID: ec.Subnet, SecurityGroups: groups,
+		Message: fmt.Sprintf("ENIConfig %s (named by %s): new ENIs in %s with security groups %s; the primary ENI's addresses are not used for pods",
+			ec.Name, ec.From, ec.Subnet, strings.Join(groups, ","))}
+}
+
+// eniConfigChanged reports a new verdict: readiness, the log, an Event.
+func (a *Agent) eniConfigChanged(up nodestate.ENIConfigUpdate) {
 	a.mu.Lock()
-	changed := a.eniCfgOK != ok || a.eniCfgMsg != msg
-	a.eniCfgOK, a.eniCfgMsg = ok, msg
-	if ok {
-		a.planCfg.SubnetID, a.planCfg.SecurityGroups = ec.Subnet, slices.Clone(groups)
-	}
+	a.eniCfgMsg = up.Message
 	a.mu.Unlock()
-	a.ready.set(CondENIConfig, ok, msg)
-	if !changed {
+	a.ready.set(CondENIConfig, up.OK, up.Message)
+	if up.OK {
+		a.log.Info("custom networking: using the node's ENIConfig", "subnet", up.SubnetID, "securityGroups", up.SecurityGroups)
 		return
 	}
-	if ok {
-		a.log.Info("custom networking: using the node's ENIConfig", "eniConfig", ec.Name, "from", ec.From, "subnet", ec.Subnet, "securityGroups", groups)
-		return
-	}
-	a.log.Warn("custom networking: ENIConfig not usable; no ENI is attached or detached until it is, and the node is not ready", "problem", problem)
-	if ec.Known {
+	a.log.Warn("custom networking: ENIConfig not usable; no ENI is attached or detached until it is, and the node is not ready", "problem", up.Message)
+	if a.kube.State().ENIConfig.Known {
 		// A verdict, not the wait for one at start-up.
-		a.kube.Record(Event{Warning: true, Reason: EventENIConfig, Message: problem})
+		a.kube.Record(Event{Warning: true, Reason: EventENIConfig, Message: up.Message})
 	}
 }
 
 // checkENISubnet asks EC2 about the ENIConfig's subnet once: an ENI in
 // another zone cannot attach to this instance, and one outside the VPC
 // cannot exist here. It returns what is wrong, or "".
-func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState) string {
-	a.mu.Lock()
-	verdict, known := a.subnetChecks[ec.Subnet]
-	az, vpc := a.self.AvailabilityZone, a.self.VPCCIDRs
-	a.mu.Unlock()
-	if known {
+func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState, checks map[string]string) string {
+	if verdict, known := checks[ec.Subnet]; known {
 		return describeENIConfig(ec, verdict)
 	}
-	subnets, err := a.cloud.DescribeSubnets(ctx, ec.Subnet)
+	self := a.info().self
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	subnets, err := a.cloud.DescribeSubnets(cctx, ec.Subnet)
 	if err != nil {
-		a.recordUnauthorized(err)
-		verdict = fmt.Sprintf("EC2 could not describe it: %v", err)
+		verdict := fmt.Sprintf("EC2 could not describe it: %v", err)
 		if cloud.IsNotFound(err) {
-			a.mu.Lock()
-			a.subnetChecks[ec.Subnet] = verdict
-			a.mu.Unlock()
+			checks[ec.Subnet] = verdict
 		}
 		return describeENIConfig(ec, verdict)
 	}
@@ -96,77 +126,22 @@ func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState) string {
 		return describeENIConfig(ec, fmt.Sprintf("EC2 returned %d subnets for it", len(subnets)))
 	}
 	s := subnets[0]
+	var verdict string
 	switch {
-	case s.AvailabilityZone != az:
-		verdict = fmt.Sprintf("it is in zone %s, but this node is in %s, and an ENI cannot attach across zones: give each zone its own ENIConfig (ENI_CONFIG_LABEL_DEF=topology.kubernetes.io/zone names them after the zone)", s.AvailabilityZone, az)
-	case !slices.ContainsFunc(vpc, func(p netip.Prefix) bool { return p.Contains(s.CIDR.Addr()) }):
-		verdict = fmt.Sprintf("its CIDR %s is outside this VPC's %s", s.CIDR, prefixStrings(vpc))
+	case s.AvailabilityZone != self.AvailabilityZone:
+		verdict = fmt.Sprintf("it is in zone %s, but this node is in %s, and an ENI cannot attach across zones: give each zone its own ENIConfig (ENI_CONFIG_LABEL_DEF=topology.kubernetes.io/zone names them after the zone)", s.AvailabilityZone, self.AvailabilityZone)
+	case !slices.ContainsFunc(self.VPCCIDRs, func(p netip.Prefix) bool { return p.Contains(s.CIDR.Addr()) }):
+		verdict = fmt.Sprintf("its CIDR %s is outside this VPC's %s", s.CIDR, prefixStrings(self.VPCCIDRs))
 	}
-	a.mu.Lock()
-	a.subnetChecks[ec.Subnet] = verdict
-	if verdict == "" {
-		a.subnets[s.ID] = s.CIDR
-	}
-	a.mu.Unlock()
+	checks[ec.Subnet] = verdict
 	return describeENIConfig(ec, verdict)
 }
 
-// describe names the ENIConfig and its subnet in front of what is wrong
-// with the subnet, or returns "" when nothing is.
+// describeENIConfig names the ENIConfig and its subnet in front of what
+// is wrong with the subnet, or returns "" when nothing is.
 func describeENIConfig(ec ENIConfigState, problem string) string {
 	if problem == "" {
 		return ""
 	}
 	return fmt.Sprintf("ENIConfig %s (named by %s) names subnet %s: %s", ec.Name, ec.From, ec.Subnet, problem)
-}
-
-// withoutENIChanges drops attaches and detaches from a plan made while
-// the ENIConfig is not usable: a new ENI has no subnet to go in, and a
-// detach planned against an attach that will not happen would shrink the
-// pool pods need. Addresses on existing secondary ENIs still come and go.
-func withoutENIChanges(actions []ipam.Action) []ipam.Action {
-	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
-		return act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI
-	})
-}
-
-// usesPrimaryBlockLocked says whether the pool should hold block p of the
-// primary ENI. With custom networking only blocks that pods hold (per the
-// checkpoint being restored, or the pool) are kept, until they are free.
-func (a *Agent) usesPrimaryBlockLocked(p netip.Prefix) bool {
-	if !a.cfg.CustomNetwork {
-		return true
-	}
-	for ip := range a.ckAddrs {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
-// dropFreePrimaryBlocks takes out of the pool, with custom networking,
-// blocks of the primary ENI that no pod holds any more, so no new pod is
-// given one. They stay assigned in EC2.
-func (a *Agent) dropFreePrimaryBlocks() {
-	if !a.cfg.CustomNetwork {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	for _, es := range a.pool.Stats(now).ENIs {
-		e, _ := a.pool.ENI(es.ID)
-		if !e.Primary {
-			continue
-		}
-		for _, b := range es.Blocks {
-			if b.Assigned > 0 || b.Cooling > 0 {
-				continue
-			}
-			if err := a.pool.RemoveBlock(b.Prefix, now); err == nil {
-				a.log.Info("custom networking: address on the primary ENI no longer used for pods", "block", b.Prefix.String())
-			}
-		}
-	}
 }

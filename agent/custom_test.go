@@ -189,10 +189,3 @@ func TestCustomNetworkingKeepsPodsOnThePrimaryENIUntilTheyGo(t *testing.T) {
 		t.Fatalf("pod after the old one left = %v, %v; want an address in %s", as.Addr, err, podSubnet)
 	}
 }
-
-// lookup is what the pool holds for key.
-func (r *running) lookup(k ipam.Key) (ipam.Assignment, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pool.Lookup(k)
-}

@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/aws/smithy-go"
-
 	"github.com/vpcnet/vpcnet/cloud"
-	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // Event reasons the agent records, in UpperCamelCase as Kubernetes
@@ -50,53 +46,6 @@ func (a *Agent) recordNoAddress(e *NoAddressError) {
 		panic("agent: no Event reason for " + e.Reason)
 	}
 	a.kube.Record(Event{Pod: e.Pod, Warning: true, Reason: reason, Message: "no VPC address for this pod: " + e.Detail})
-}
-
-// recordGrowth tells the Node why the pool could not grow: EC2 refused,
-// or pods are waiting and the instance has no room for another ENI.
-// Missing IAM permissions are recorded by noteEC2, which sees every call.
-func (a *Agent) recordGrowth(growErr error, short ipam.Shortfall, waiting int) {
-	a.mu.Lock()
-	subnet, itype := a.planCfg.SubnetID, a.self.InstanceType
-	a.mu.Unlock()
-	var ev Event
-	switch {
-	case growErr != nil && cloud.IsSubnetExhausted(growErr):
-		ev = Event{Reason: EventSubnetExhausted, Message: fmt.Sprintf("subnet %s has no free addresses (%s): pods on this node wait for addresses; add a larger or additional subnet (custom networking ENIConfig), or lower WARM_IP_TARGET/WARM_ENI_TARGET on other nodes", subnet, cloud.ErrorCode(growErr))}
-	case growErr != nil && cloud.IsAttachmentLimit(growErr):
-		ev = Event{Reason: EventENILimit, Message: fmt.Sprintf("EC2 refused another ENI on this %s (%s); use a larger instance type or enable prefix delegation", itype, cloud.ErrorCode(growErr))}
-	case waiting > 0 && short.Short() && short.Limit == ipam.InstanceENILimit:
-		ev = Event{Reason: EventENILimit, Message: fmt.Sprintf("pods wait for addresses, and all %d ENIs a %s allows are attached and full; use a larger instance type or enable prefix delegation", short.Max, itype)}
-	case waiting > 0 && short.Short() && short.Limit == ipam.MaxENILimit:
-		ev = Event{Reason: EventENILimit, Message: fmt.Sprintf("pods wait for addresses, and MAX_ENI=%d ENIs are attached and full; raise MAX_ENI or lower the warm targets", short.Max)}
-	default:
-		return
-	}
-	ev.Warning = true
-	a.kube.Record(ev)
-}
-
-// recordUnauthorized tells the Node which EC2 action its IAM role may not
-// call, when err is such a refusal.
-func (a *Agent) recordUnauthorized(err error) {
-	if err == nil || !cloud.IsUnauthorized(err) {
-		return
-	}
-	action := ec2Action(err)
-	msg := fmt.Sprintf("EC2 refused %s (%s): grant the node's IAM role ec2:%s, as deploy/iam-policy.json does", action, cloud.ErrorCode(err), action)
-	if action == "" {
-		msg = fmt.Sprintf("EC2 refused a call (%s): check the node's IAM role against deploy/iam-policy.json: %v", cloud.ErrorCode(err), err)
-	}
-	a.kube.Record(Event{Warning: true, Reason: EventUnauthorized, Message: msg})
-}
-
-// ec2Action names the EC2 API action that failed with err, or "".
-func ec2Action(err error) string {
-	var op *smithy.OperationError
-	if errors.As(err, &op) {
-		return op.Operation()
-	}
-	return ""
 }
 
 // ENICollected records on the Node that the leaked-ENI collector deleted

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/internal/testlog"
@@ -75,12 +76,12 @@ func (h *fakeHost) TeardownENI(ctx context.Context, e ENINet) error {
 	return nil
 }
 
-func (h *fakeHost) PodAddrs(ctx context.Context) ([]netip.Addr, error) {
+func (h *fakeHost) PodAddrs(ctx context.Context) ([]nodestate.Route, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []netip.Addr
+	var out []nodestate.Route
 	for ip := range h.routes {
-		out = append(out, ip)
+		out = append(out, nodestate.Route{Addr: ip})
 	}
 	return out, nil
 }
@@ -245,10 +246,8 @@ func (r *running) settle(t *testing.T, want func(ipam.Stats) bool) ipam.Stats {
 	deadline := time.Now().Add(20 * time.Second)
 	var st ipam.Stats
 	for time.Now().Before(deadline) {
-		r.kick()
-		r.mu.Lock()
-		st = r.pool.Stats(r.now())
-		r.mu.Unlock()
+		v, _ := r.view(context.Background())
+		st = v.Stats
 		if want(st) {
 			return st
 		}
@@ -272,4 +271,25 @@ func failing(conds []Condition) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// reconcile reads EC2 and the host again now and waits until every job
+// that started has answered.
+func (r *running) reconcile(ctx context.Context, _ bool) {
+	r.send(ctx, nodestate.ResyncNow{})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, _ := r.view(ctx); v.InFlight == 0 && v.Attaching == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lookup is what the agent holds for k.
+func (r *running) lookup(k ipam.Key) (ipam.Assignment, bool) {
+	var as ipam.Assignment
+	var ok bool
+	r.query(context.Background(), func(n *nodestate.Node) { as, _, ok = n.Lookup(k) })
+	return as, ok
 }

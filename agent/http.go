@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/version"
@@ -92,12 +93,12 @@ func (a *Agent) health(mux *http.ServeMux) {
 	})
 }
 
-func (a *Agent) jsonHandler(view func() any) http.HandlerFunc {
+func (a *Agent) jsonHandler(view func(ctx context.Context) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(view())
+		enc.Encode(view(r.Context()))
 	}
 }
 
@@ -112,94 +113,95 @@ type (
 )
 
 func holdOf(as ipam.Assignment) holdView {
-	h := holdView{Address: as.Addr.String(), ContainerID: as.Key.ContainerID, IfName: as.Key.IfName, Network: as.Key.Network, Since: as.AssignedAt, Quarantined: isQuarantine(as.Key)}
+	h := holdView{Address: as.Addr.String(), ContainerID: as.Key.ContainerID, IfName: as.Key.IfName, Network: as.Key.Network, Since: as.AssignedAt, Quarantined: nodestate.IsQuarantine(as.Key)}
 	if as.Pod.Name != "" {
 		h.Pod = as.Pod.String()
 	}
 	return h
 }
 
-func (a *Agent) enisView() any {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *Agent) enisView(ctx context.Context) any {
+	out := []eniView{}
+	v, ok := a.view(ctx)
+	if !ok {
+		return out
+	}
 	holders := make(map[string][]holdView)
-	for _, as := range a.pool.Assignments() {
+	for _, as := range v.Assignments {
 		holders[as.Block.String()] = append(holders[as.Block.String()], holdOf(as))
 	}
-	st := a.pool.Stats(a.now())
-	out := make([]eniView, 0, len(st.ENIs))
-	for _, es := range st.ENIs {
-		e, _ := a.pool.ENI(es.ID)
-		v := eniView{ID: e.ID, DeviceIndex: e.DeviceIndex, Primary: e.Primary, SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR.String(),
-			PrimaryIP: e.PrimaryIP.String(), MAC: a.eniMeta[e.ID].MAC, RouteTable: RouteTable(e.DeviceIndex), CreatedAt: e.CreatedAt,
-			Total: es.Total, Assigned: es.Assigned, Cooling: es.Cooling, Free: es.Free, Blocks: []blockView{}}
+	for _, es := range v.Stats.ENIs {
+		e := v.ENIs[es.ID]
+		ev := eniView{ID: e.ID, DeviceIndex: e.DeviceIndex, Primary: e.Primary, SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR.String(),
+			PrimaryIP: e.PrimaryIP.String(), MAC: e.MAC, RouteTable: RouteTable(e.DeviceIndex), CreatedAt: e.CreatedAt,
+			Total: es.Total, Assigned: es.Assigned, Cooling: es.Cooling, Free: es.Free, Blocks: []blockView{},
+			DeleteOnTermination: e.DeleteOnTermination}
 		for _, b := range es.Blocks {
-			v.Blocks = append(v.Blocks, blockView{Prefix: b.Prefix.String(), Assigned: b.Assigned, Cooling: b.Cooling, Free: b.Free, Holders: holders[b.Prefix.String()]})
+			ev.Blocks = append(ev.Blocks, blockView{Prefix: b.Prefix.String(), Assigned: b.Assigned, Cooling: b.Cooling, Free: b.Free, Holders: holders[b.Prefix.String()]})
 		}
-		out = append(out, v)
+		out = append(out, ev)
 	}
 	return out
 }
 
-func (a *Agent) podsView() any {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *Agent) podsView(ctx context.Context) any {
 	out := []holdView{}
-	for _, as := range a.pool.Assignments() {
-		if !isQuarantine(as.Key) {
+	v, _ := a.view(ctx)
+	for _, as := range v.Assignments {
+		if !nodestate.IsQuarantine(as.Key) {
 			out = append(out, holdOf(as))
 		}
 	}
 	return out
 }
 
-func (a *Agent) statusView() any {
+func (a *Agent) statusView(ctx context.Context) any {
 	ready, conds := a.ready.get()
 	_, diag := a.diag.get()
 	ks := a.kube.State()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	st := a.pool.Stats(a.now())
 	vi := version.Get()
-	v := statusView{Ready: ready, Conditions: conds, Version: vi.Version, Commit: vi.Commit, LimitsSource: a.limitsSource, InstanceID: a.self.InstanceID, InstanceType: a.self.InstanceType,
-		MaxENIs: a.maxENIsLocked(), IPv4PerENI: a.limits.IPv4PerENI,
-		Addresses: ipamCounts{Total: st.Total, Assigned: st.Assigned, Cooling: st.Cooling, Free: st.Free},
-		Waiting:   a.waiting, LastReconcile: a.lastReconcile, LastEC2Error: a.lastEC2Err, ReleaseHold: a.hold,
-		Diagnostics: diag, Kubernetes: ks}
+	sv := statusView{Ready: ready, Conditions: conds, Version: vi.Version, Commit: vi.Commit, Diagnostics: diag, Kubernetes: ks, Planned: []string{}}
+	v, ok := a.view(ctx)
+	if !ok {
+		return sv // still starting: readiness says where
+	}
+	b := a.info()
+	sv.LimitsSource, sv.InstanceID, sv.InstanceType = b.limitsSource, b.self.InstanceID, b.self.InstanceType
+	sv.MaxENIs, sv.IPv4PerENI = a.maxENIs(), b.limits.IPv4PerENI
+	st := v.Stats
+	sv.Addresses = ipamCounts{Total: st.Total, Assigned: st.Assigned, Cooling: st.Cooling, Free: st.Free}
+	sv.Waiting, sv.LastReconcile, sv.LastEC2Error, sv.ReleaseHold, sv.Reclaimed = v.Waiting, v.LastPlan, v.LastEC2Err, v.ReleaseHold, v.Reclaimed
 	if a.cfg.CustomNetwork {
-		v.CustomNetworking = a.eniCfgMsg
+		a.mu.Lock()
+		sv.CustomNetworking = a.eniCfgMsg
+		a.mu.Unlock()
 	}
 	if !st.NextFree.IsZero() {
 		next := st.NextFree
-		v.NextFree = &next
+		sv.NextFree = &next
 	}
-	if a.lastShortfall.Short() {
-		v.Shortfall = a.lastShortfall.String()
+	if v.Shortfall.Short() {
+		sv.Shortfall = v.Shortfall.String()
 	}
-	now := a.now()
-	v.Planned = []string{}
-	if a.self.InstanceID != "" { // the limits are known
-		actions, _, _ := a.planLocked(now, nil)
-		for _, act := range actions {
-			v.Planned = append(v.Planned, act.String()+": "+act.Reason)
-		}
+	for _, act := range v.Planned {
+		sv.Planned = append(sv.Planned, act.String()+": "+act.Reason)
 	}
-	if a.grow.blocked(now) {
-		until := a.grow.until
-		v.GrowthHeldUntil = &until
+	if !v.GrowthHeldUntil.IsZero() {
+		until := v.GrowthHeldUntil
+		sv.GrowthHeldUntil = &until
 	}
-	for ip := range a.quarantined {
-		v.Quarantined = append(v.Quarantined, ip.String())
+	for _, ip := range v.Quarantined {
+		sv.Quarantined = append(sv.Quarantined, ip.String())
 	}
-	for _, e := range a.stale {
-		v.StaleEntries = append(v.StaleEntries, holdOf(ipam.Assignment{Key: e.Key, Pod: e.Pod, Addr: e.Addr, AssignedAt: e.AssignedAt}))
+	for _, e := range v.Stale {
+		sv.StaleEntries = append(sv.StaleEntries, holdOf(ipam.Assignment{Key: e.Key, Pod: e.Pod, Addr: e.Addr, AssignedAt: e.AssignedAt}))
 	}
-	return v
+	return sv
 }
 
 // configView is every setting with its effective value, in the
 // lower-case keys every other endpoint uses.
-func (a *Agent) configView() any {
+func (a *Agent) configView(context.Context) any {
 	out := []introspect.Setting{}
 	for _, s := range a.cfg.Settings() {
 		out = append(out, introspect.Setting{Name: s.Name, Value: s.Value, Default: s.Default, Meaning: s.Meaning})

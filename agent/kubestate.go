@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
@@ -11,9 +10,8 @@ import (
 // startKube runs the Kubernetes layer beside the agent. Nothing the agent
 // does for pods already known waits for it.
 func (a *Agent) startKube(ctx context.Context, wg *sync.WaitGroup) {
-	a.mu.Lock()
-	inst := Instance{ID: a.self.InstanceID, AvailabilityZone: a.self.AvailabilityZone}
-	a.mu.Unlock()
+	self := a.info().self
+	inst := Instance{ID: self.InstanceID, AvailabilityZone: self.AvailabilityZone}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -21,28 +19,6 @@ func (a *Agent) startKube(ctx context.Context, wg *sync.WaitGroup) {
 			a.log.Error("Kubernetes layer stopped; node identity, Events, custom networking and the startup taint are off", "err", err)
 		}
 	}()
-	a.noteKube()
-}
-
-// kubeChanged is the Kubernetes layer's callback: it refreshes the
-// diagnostics, and asks for a reconcile pass when the ENIConfig changed.
-func (a *Agent) kubeChanged() {
-	ec := a.noteKube()
-	if !a.cfg.CustomNetwork {
-		return
-	}
-	a.mu.Lock()
-	changed := !eniConfigEqual(ec, a.lastENIConfig)
-	a.lastENIConfig = ec
-	a.mu.Unlock()
-	if changed {
-		a.kick()
-	}
-}
-
-func eniConfigEqual(e, o ENIConfigState) bool {
-	return e.Name == o.Name && e.From == o.From && e.Known == o.Known && e.Found == o.Found && e.Subnet == o.Subnet &&
-		e.Problem == o.Problem && slices.Equal(e.SecurityGroups, o.SecurityGroups)
 }
 
 // noteKube sets the diagnostic conditions from the Kubernetes layer's

@@ -1,11 +1,13 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // metrics are the agent's vpcnet_* series. Pool gauges are read at scrape
@@ -77,9 +79,8 @@ func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer, a *Agent) (*me
 // request's start and a pointer to its error.
 func (m *metrics) observeRPC(method string, start time.Time, err *error) {
 	result := "ok"
-	var na *NoAddressError
 	switch {
-	case errors.As(*err, &na):
+	case nodestate.IsNoAddress(*err):
 		result = "no_address"
 	case *err != nil:
 		result = "error"
@@ -108,11 +109,12 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.a
-	a.mu.Lock()
-	st := a.pool.Stats(a.now())
-	waiting := a.waiting
-	maxENIs := a.maxENIsLocked()
-	a.mu.Unlock()
+	var st ipam.Stats
+	var waiting int
+	if h := a.summary.Load(); h != nil {
+		st, waiting = h.view.Stats, h.view.Waiting
+	}
+	maxENIs := a.maxENIs()
 	prefixes := 0
 	for _, e := range st.ENIs {
 		for _, b := range e.Blocks {

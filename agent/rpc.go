@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/ipam"
 )
@@ -30,24 +32,13 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 	if err != nil {
 		return nil, err
 	}
-	// The runtime never runs two operations on one attachment at once (CNI
-	// spec), so what the pool holds before the Add is the answer.
-	existing := s.a.holds(key)
-	as, err := s.a.Add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
+	r, err := s.a.add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := s.a.reply(as)
-	out.Existing = existing
+	out := s.a.reply(r.Assignment, r.ENI)
+	out.Existing = r.Existing
 	return out, nil
-}
-
-// holds says whether key already has an address.
-func (a *Agent) holds(key ipam.Key) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, ok := a.pool.Lookup(key)
-	return ok
 }
 
 func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {
@@ -71,13 +62,16 @@ func (s *rpcServer) Check(ctx context.Context, req *agentapi.CheckRequest) (*age
 	if err != nil {
 		return nil, err
 	}
-	s.a.mu.Lock()
-	as, ok := s.a.pool.Lookup(key)
-	s.a.mu.Unlock()
+	var as ipam.Assignment
+	var eni ipam.ENI
+	var ok bool
+	if err := s.a.query(ctx, func(n *nodestate.Node) { as, eni, ok = n.Lookup(key) }); err != nil {
+		return nil, toStatus(err)
+	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "vpcnetd holds no address for %s", key)
 	}
-	return s.a.reply(as), nil
+	return s.a.reply(as, eni), nil
 }
 
 func (s *rpcServer) Status(ctx context.Context, _ *agentapi.StatusRequest) (*agentapi.StatusReply, error) {
@@ -112,13 +106,53 @@ func (s *rpcServer) GC(ctx context.Context, req *agentapi.GCRequest) (*agentapi.
 	return out, nil
 }
 
+// Add gives key an address, waiting up to VPCNET_ADD_WAIT for the pool to
+// grow when it is empty. The same key always gets the same address. The
+// assignment is on disk before Add returns.
+func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (ipam.Assignment, error) {
+	r, err := a.add(ctx, key, pod)
+	return r.Assignment, err
+}
+
+func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod) (r nodestate.Reply, err error) {
+	defer a.met.observeRPC("add", a.now(), &err)
+	r, err = a.request(ctx, func(id uint64) nodestate.Event { return nodestate.AddRequest{ID: id, Key: key, Pod: pod} })
+	var na *NoAddressError
+	if errors.As(err, &na) {
+		a.met.noAddress.WithLabelValues(na.Reason).Inc()
+		a.recordNoAddress(na)
+	}
+	return r, err
+}
+
+// Del releases key's address into cooldown. Unknown keys succeed: the
+// runtime may repeat a Del, or the agent may have restarted in between.
+// The checkpoint without the key is written before the pool lets go.
+func (a *Agent) Del(ctx context.Context, key ipam.Key) (_ ipam.Assignment, _ bool, err error) {
+	defer a.met.observeRPC("del", a.now(), &err)
+	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: key} })
+	if err != nil {
+		return ipam.Assignment{}, false, fmt.Errorf("release %s: %w", key, err)
+	}
+	return r.Assignment, r.Released, nil
+}
+
+// GC releases every assignment of network that the runtime no longer has,
+// once it is older than the cooldown: an attachment whose ADD is still in
+// flight is not yet in the runtime's list and must not be collected.
+func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool) (_ []ipam.Assignment, err error) {
+	defer a.met.observeRPC("gc", a.now(), &err)
+	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.GCRequest{ID: id, Network: network, Valid: valid} })
+	if err != nil {
+		return nil, fmt.Errorf("garbage-collect %s: %w", network, err)
+	}
+	return r.Gone, nil
+}
+
 // reply is everything the plugin needs to wire the pod.
-func (a *Agent) reply(as ipam.Assignment) *agentapi.AddReply {
-	a.mu.Lock()
-	eni, _ := a.pool.ENI(as.ENIID)
-	node := a.node
-	a.mu.Unlock()
-	out := &agentapi.AddReply{
+func (a *Agent) reply(as ipam.Assignment, eni ipam.ENI) *agentapi.AddReply {
+	node := a.info().node
+	return &agentapi.AddReply{
 		Address:          as.Addr.String(),
 		EniId:            as.ENIID,
 		DeviceIndex:      int32(eni.DeviceIndex),
@@ -134,7 +168,6 @@ func (a *Agent) reply(as ipam.Assignment) *agentapi.AddReply {
 		VpcCidrs:         prefixStrings(node.VPCCIDRs),
 		ExcludeSnatCidrs: prefixStrings(a.cfg.ExcludeSNATCIDRs),
 	}
-	return out
 }
 
 // toStatus gives the plugin a gRPC status whose message an operator can
@@ -147,6 +180,9 @@ func toStatus(err error) error {
 			st = d
 		}
 		return st.Err()
+	}
+	if errors.Is(err, errStopped) {
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return status.Error(codes.DeadlineExceeded, err.Error())

@@ -84,7 +84,7 @@ func TestGCReleasesOnlyWhatTheRuntimeNoLongerHas(t *testing.T) {
 	if len(gone) != 1 || gone[0].Key != key(1) {
 		t.Fatalf("GC released %v, want only %s", gone, key(1))
 	}
-	if _, ok := a.pool.Lookup(key(0)); !ok {
+	if _, ok := a.lookup(key(0)); !ok {
 		t.Fatal("GC released an attachment the runtime still has")
 	}
 }

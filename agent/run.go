@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/vpcnet/vpcnet/agent/executor"
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
-	"github.com/vpcnet/vpcnet/cniconf"
+	"github.com/vpcnet/vpcnet/clock"
 )
 
 // Run starts the agent in the order DESIGN.md requires and serves until
@@ -33,58 +33,30 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.startKube(ctx, &wg)
-	var missing bool
+	x := &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: a.info().self.InstanceID, Self: a.info().self,
+		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags}
+	var n *nodestate.Node
 	if err := a.step("load the checkpoint", func() error {
-		st, m, err := a.loadCheckpoint()
-		if err != nil {
-			return err
-		}
-		missing = m
-		a.mu.Lock()
-		a.ckAddrs = make(map[netip.Addr]bool, len(st.Entries))
-		for _, e := range st.Entries {
-			a.ckAddrs[e.Addr] = true
-		}
-		a.mu.Unlock()
-		defer func() {
-			a.mu.Lock()
-			a.ckAddrs = nil
-			a.mu.Unlock()
-		}()
-		if err := a.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error { return a.syncFromEC2(ctx) }); err != nil {
-			return err
-		}
-		a.noteEC2(nil)
-		return a.restore(st, missing)
+		var err error
+		n, err = a.bootNode(ctx, x)
+		return err
 	}); err != nil {
 		a.ready.set(CondCheckpoint, false, err.Error())
 		return err
 	}
-	a.ready.set(CondCheckpoint, true, "checkpoint loaded and reconciled with EC2")
-	if err := a.step("cross-check the host", func() error {
-		if err := a.checkHost(ctx); err != nil {
-			return err
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if missing && len(a.quarantined) > 0 {
-			a.log.Warn("checkpoint missing while the host routes live pods: not a new node; nothing is released until every such route is gone",
-				"routed", len(a.quarantined))
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := a.step("set up host networking", func() error {
-		a.mu.Lock()
-		node := a.node
-		a.mu.Unlock()
-		return a.host.Setup(ctx, node)
-	}); err != nil {
+	a.ready.set(CondCheckpoint, true, "checkpoint loaded and reconciled with EC2 and the host's pod routes")
+	if err := a.step("set up host networking", func() error { return a.host.Setup(ctx, a.info().node) }); err != nil {
 		a.ready.set(CondHost, false, err.Error())
 		return err
 	}
 	a.ready.set(CondHost, true, "host networking set up")
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.own(ctx, n, x)
+	}()
+	a.bridgeKube(ctx, &wg)
 
 	var srv *grpc.Server
 	if err := a.step("serve the plugin socket", func() error {
@@ -106,14 +78,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ready.set(CondSocket, true, "serving "+a.cfg.Socket)
-
-	a.reconcile(ctx, false)
+	a.send(ctx, nodestate.Tick{}) // publish readiness with the socket up
 	a.met.startup.Set(a.now().Sub(start).Seconds())
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.reconcileLoop(ctx)
-	}()
 
 	<-ctx.Done()
 	a.ready.set(CondSocket, false, "shutting down")
@@ -129,52 +95,10 @@ func (a *Agent) stopGRPC(srv *grpc.Server) {
 		srv.GracefulStop()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		srv.Stop()
+	if !clock.Sleep(a.clk, gracefulStop, done) {
+		return
 	}
-}
-
-// updateReadiness re-evaluates the conditions that can change after
-// start-up and installs the CNI configuration the first time all hold.
-func (a *Agent) updateReadiness(ctx context.Context) {
-	a.mu.Lock()
-	st := a.pool.Stats(a.now())
-	short, growErr, cloudOK, lastErr := a.lastShortfall, a.lastGrowErr, a.cloudOK, a.lastEC2Err
-	a.mu.Unlock()
-	if cloudOK {
-		a.ready.set(CondCloud, true, "EC2 reachable; pool matches what EC2 says is attached")
-	} else {
-		a.ready.set(CondCloud, false, "EC2 unreachable: "+lastErr)
-	}
-	switch {
-	case st.Free > 0:
-		a.ready.set(CondAddresses, true, fmt.Sprintf("%d addresses free", st.Free))
-	case st.Cooling > 0:
-		a.ready.set(CondAddresses, true, fmt.Sprintf("no address free now; %d come out of cooldown from %s", st.Cooling, st.NextFree.Format(time.RFC3339)))
-	case cloudOK && !short.Short() && growErr == nil:
-		a.ready.set(CondAddresses, true, "no address free now; more obtainable from EC2")
-	case short.Short():
-		a.ready.set(CondAddresses, false, short.String())
-	case growErr != nil:
-		a.ready.set(CondAddresses, false, "no address free and growing the pool failed: "+growErr.Error())
-	default:
-		a.ready.set(CondAddresses, false, "no address free and EC2 unreachable")
-	}
-	ready, _ := a.ready.get()
-	if ready && !a.confInstalled {
-		opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, PortMap: true}
-		if err := cniconf.Install(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
-			a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready", "err", err)
-			a.kube.SetReady(false)
-			return
-		}
-		a.confInstalled = true
-		a.log.Info("ready: CNI configuration written", "path", a.cfg.CNIConfPath())
-	}
-	// Only now may the startup taint go: the node can network its pods.
-	a.kube.SetReady(ready)
+	srv.Stop()
 }
 
 // listen opens a TCP listener for the HTTP endpoints.

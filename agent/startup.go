@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"time"
 
+	"github.com/vpcnet/vpcnet/agent/executor"
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/checkpoint/disk"
+	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
 )
+
+// gracefulStop bounds how long in-flight plugin calls may finish at
+// shutdown.
+const gracefulStop = 10 * time.Second
 
 // step runs one start-up step and logs it with its duration.
 func (a *Agent) step(name string, f func() error) error {
@@ -38,10 +44,8 @@ func (a *Agent) retry(ctx context.Context, what, cond string, f func() error) er
 		}
 		a.ready.set(cond, false, fmt.Sprintf("%s: %v", what, err))
 		a.log.Warn("start-up step will be retried", "step", what, "in", backoff.String(), "err", err)
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(a.clk, backoff, ctx.Done()) {
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
@@ -71,7 +75,7 @@ func (a *Agent) learnNode(ctx context.Context) error {
 	cfg.PrefixDelegation = a.cfg.PrefixDelegation
 	cfg.ENIGracePeriod = a.cfg.ENIGrace
 	// With custom networking these are placeholders until the ENIConfig
-	// is read; no ENI is attached before (see applyENIConfig).
+	// is read; no ENI is attached before (see bridgeKube).
 	cfg.SubnetID = self.Primary.SubnetID
 	cfg.SecurityGroups = self.Primary.SecurityGroups
 	cfg.CustomNetworking = a.cfg.CustomNetwork
@@ -81,14 +85,11 @@ func (a *Agent) learnNode(ctx context.Context) error {
 	if err := lim.Validate(); err != nil {
 		return fmt.Errorf("instance type %s: %w", self.InstanceType, err)
 	}
-	a.mu.Lock()
-	a.self, a.limits, a.planCfg, a.limitsSource = self, lim, cfg, note
-	a.node = NodeNet{
+	a.bootp.Store(&bootInfo{self: self, limits: lim, limitsSource: note, planCfg: cfg, node: NodeNet{
 		PrimaryMAC: self.Primary.MAC, PrimaryIP: self.Primary.PrimaryIP(), VPCCIDRs: self.VPCCIDRs,
 		ExcludeSNATCIDRs: a.cfg.ExcludeSNATCIDRs, ExternalSNAT: a.cfg.ExternalSNAT,
 		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU,
-	}
-	a.mu.Unlock()
+	}})
 	a.log.Info("node learned", "instance", self.InstanceID, "type", self.InstanceType, "az", self.AvailabilityZone,
 		"primaryENI", self.Primary.ID, "subnet", self.Primary.SubnetID, "maxENIs", lim.MaxENIs, "ipv4PerENI", lim.IPv4PerENI, "limits", note)
 	return nil
@@ -137,82 +138,41 @@ func (a *Agent) loadCheckpoint() (st checkpoint.State, missing bool, err error) 
 	return checkpoint.State{}, true, nil
 }
 
-// restore marks every checkpointed assignment as held. An entry whose
-// address is on no attached ENI is kept on disk and reported, never
-// released. After a restart every other address cools down once, since
-// when each was last freed was not recorded.
-func (a *Agent) restore(st checkpoint.State, missing bool) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	for _, e := range st.Entries {
-		if _, err := a.pool.Restore(e.Key, e.Pod, e.Addr, e.AssignedAt); err != nil {
-			a.stale = append(a.stale, e)
-			a.log.Error("checkpoint entry not restored: kept on disk and never released automatically", "key", e.Key.String(), "pod", e.Pod.String(), "addr", e.Addr.String(), "err", err)
-		}
+// bootNode reads the checkpoint, what EC2 says is attached (setting up
+// the host side of secondary ENIs) and the host's pod routes, and builds
+// the state machine from them. The host is read last, so a pod wired
+// while EC2 was read is still seen.
+func (a *Agent) bootNode(ctx context.Context, x *executor.Executor) (*nodestate.Node, error) {
+	st, missing, err := a.loadCheckpoint()
+	if err != nil {
+		return nil, err
 	}
-	a.met.staleEntries.Set(float64(len(a.stale)))
-	if !missing {
-		for _, es := range a.pool.Snapshot(now).ENIs {
-			for _, b := range es.Blocks {
-				for ip := b.Prefix.Addr(); b.Prefix.Contains(ip); ip = ip.Next() {
-					if _, held := a.pool.LookupAddr(ip); !held {
-						_ = a.pool.RestoreCooldown(ip, now)
-					}
-				}
-			}
-		}
+	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
+	if err := a.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
+		var err error
+		boot.ENIs, boot.Devices, err = x.Attached(ctx, nil)
+		return err
+	}); err != nil {
+		return nil, err
 	}
-	return a.saveLocked(nil)
+	if err := a.retry(ctx, "read the host's pod routes", CondHost, func() error {
+		var err error
+		boot.Routed, err = a.host.PodAddrs(ctx)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return nodestate.New(a.stateConfig(), boot, a.now())
 }
 
-// checkHost compares the host's pod routes with the pool. An address the
-// host routes to a pod but the checkpoint does not know is quarantined:
-// nobody is given it, and nothing is released while any exist. When the
-// route goes, so does the quarantine.
-func (a *Agent) checkHost(ctx context.Context) error {
-	addrs, err := a.host.PodAddrs(ctx)
-	if err != nil {
-		a.mu.Lock()
-		a.hold = fmt.Sprintf("cannot read the host's pod routes (%v): what live pods use is unknown", err)
-		a.mu.Unlock()
-		return fmt.Errorf("read host pod routes: %w", err)
+// stateConfig is the state machine's configuration from the settings and
+// what start-up learned.
+func (a *Agent) stateConfig() nodestate.Config {
+	b := a.info()
+	return nodestate.Config{
+		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,
+		Cooldown: a.cfg.Cooldown, AddWait: a.cfg.AddWait, DemandMemory: a.cfg.DemandMemory, ReclaimAfter: a.cfg.ReclaimAfter,
+		ResyncInterval: a.cfg.ReconcileInterval, AttachTimeout: a.attachTimeout, CustomNetwork: a.cfg.CustomNetwork,
+		Classify: executor.Classify, Log: a.log, HostVeth: a.hostVeth,
 	}
-	routed := make(map[netip.Addr]bool, len(addrs))
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	for _, ip := range addrs {
-		routed[ip] = true
-		if _, held := a.pool.LookupAddr(ip); held || a.quarantined[ip] {
-			continue
-		}
-		if _, err := a.pool.Restore(quarantineKey(ip), ipam.Pod{}, ip, now); err != nil {
-			var cooling *ipam.AddrCoolingError
-			if errors.As(err, &cooling) {
-				// The plugin's DEL releases the address before it unwires
-				// the pod; the route goes a moment later. If it outlives
-				// the cooldown, the address is quarantined then.
-				a.log.Debug("released pod address still routed while its DEL finishes", "addr", ip.String(), "coolsUntil", cooling.Until)
-				continue
-			}
-			a.log.Error("host routes a pod address the pool cannot hold", "addr", ip.String(), "err", err)
-			continue
-		}
-		a.quarantined[ip] = true
-		a.log.Warn("host routes a pod address the checkpoint does not know: quarantined, and nothing is released until the route is gone", "addr", ip.String())
-	}
-	for ip := range a.quarantined {
-		if !routed[ip] {
-			a.pool.Unassign(quarantineKey(ip), now)
-			delete(a.quarantined, ip)
-			a.log.Info("quarantine lifted: the host no longer routes to the address", "addr", ip.String())
-		}
-	}
-	a.met.unknownRoutes.Set(float64(len(a.quarantined)))
-	a.hold = ""
-	if n := len(a.quarantined); n > 0 {
-		a.hold = fmt.Sprintf("%d pod address(es) routed on the host are not in the checkpoint; see /v1/status", n)
-	}
-	return nil
 }

@@ -76,6 +76,10 @@ type Options struct {
 	MaxBackoff time.Duration
 	// Buckets replace DefaultBuckets for the actions they name.
 	Buckets map[string]Bucket
+	// HTTPClient carries the requests to EC2 and IMDS. Nil means the
+	// SDK's, with AttemptTimeout. A simulation passes one that calls the
+	// local cloud's handlers in process.
+	HTTPClient aws.HTTPClient
 
 	// Registerer receives the vpcnet_ec2_* metrics. Nil means the metrics
 	// are kept but not registered.
@@ -130,9 +134,13 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		limitsCache: map[string]limits.Limits{},
 	}
 
+	var hc aws.HTTPClient = awshttp.NewBuildableClient().WithTimeout(o.AttemptTimeout)
+	if o.HTTPClient != nil {
+		hc = o.HTTPClient
+	}
 	load := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer { return newRetryer(o.MaxAttempts, o.MaxBackoff) }),
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(o.AttemptTimeout)),
+		config.WithHTTPClient(hc),
 	}
 	if o.Region != "" {
 		load = append(load, config.WithRegion(o.Region))

@@ -81,6 +81,8 @@ type Config struct {
 	IMDSEndpoint      string // empty: the SDK's default
 	EC2CallTimeout    time.Duration
 	AddWait           time.Duration
+	DemandMemory      time.Duration
+	ReclaimAfter      time.Duration
 	ReconcileInterval time.Duration
 }
 

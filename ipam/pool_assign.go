@@ -187,3 +187,34 @@ func lowestBit(v uint32) int {
 	}
 	return bits.TrailingZeros32(v)
 }
+
+// Seize records that key holds addr even though the address is free or
+// cooling down: the host proves a pod uses it (a route to a pod's veth),
+// whatever the pool remembers. It refuses an address in no block on the
+// node and one another key holds.
+func (p *Pool) Seize(key Key, addr netip.Addr, at time.Time) (Assignment, error) {
+	if err := checkKey(key); err != nil {
+		return Assignment{}, fmt.Errorf("seize %s: %w", addr, err)
+	}
+	r, ok := p.locate(addr)
+	switch {
+	case !ok:
+		return Assignment{}, fmt.Errorf("seize %s: %w", key, p.notOnNode(addr))
+	case r.b.isAssigned(r.i):
+		s := r.b.slots[r.i]
+		if s.key == key {
+			return r.b.assignment(r.i), nil
+		}
+		return Assignment{}, fmt.Errorf("seize %s: %w", key, &AddrHeldError{Addr: addr, Holder: s.key, Pod: s.pod})
+	case r.b.isCooling(r.i):
+		p.dropCooling(r)
+	}
+	return p.Restore(key, Pod{}, addr, at)
+}
+
+// IsCooling says whether addr is on the node and cooling down at the
+// pool's clock.
+func (p *Pool) IsCooling(addr netip.Addr) bool {
+	r, ok := p.locate(addr)
+	return ok && r.b.isCooling(r.i)
+}

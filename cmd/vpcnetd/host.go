@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/vpcnet/vpcnet/agent"
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/dataplane"
 )
 
@@ -51,14 +51,14 @@ func (h host) TeardownENI(ctx context.Context, e agent.ENINet) error {
 	return h.dp.TeardownENI(ctx, c)
 }
 
-func (h host) PodAddrs(ctx context.Context) ([]netip.Addr, error) {
+func (h host) PodAddrs(ctx context.Context) ([]nodestate.Route, error) {
 	routes, err := h.dp.PodAddrs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]netip.Addr, len(routes))
+	out := make([]nodestate.Route, len(routes))
 	for i, r := range routes {
-		out[i] = r.Addr
+		out[i] = nodestate.Route{Addr: r.Addr, Link: r.HostVeth}
 	}
 	return out, nil
 }

@@ -1,0 +1,470 @@
+// Package executor performs the agent state machine's jobs against EC2 and
+// the host: each job is a short, bounded sequence of calls that returns one
+// result event. It holds no node state; the machine (agent/nodestate)
+// decides, the executor only does, so a simulation can run the same code
+// against the local cloud in whatever order it likes.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/limits"
+)
+
+// Cloud is what the agent asks of EC2 and IMDS. *cloud.Client implements
+// it; every call is rate limited, retried and measured there.
+type Cloud interface {
+	DescribeSelf(ctx context.Context) (cloud.Self, error)
+	InstanceLimits(ctx context.Context, instanceType string) (limits.Limits, error)
+	DescribeSubnets(ctx context.Context, ids ...string) ([]cloud.Subnet, error)
+	ListENIs(ctx context.Context, f cloud.ENIFilter) ([]cloud.ENI, error)
+	DescribeENIs(ctx context.Context, ids ...string) ([]cloud.ENI, error)
+	CreateENI(ctx context.Context, in cloud.CreateENIInput) (cloud.ENI, error)
+	AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error)
+	SetDeleteOnTermination(ctx context.Context, eniID, attachmentID string, on bool) error
+	DetachENI(ctx context.Context, attachmentID string, force bool) error
+	DeleteENI(ctx context.Context, eniID string) error
+	AssignAddresses(ctx context.Context, eniID string, count int) ([]netip.Addr, error)
+	AssignPrefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
+	UnassignAddresses(ctx context.Context, eniID string, addrs []netip.Addr) error
+	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+}
+
+var _ Cloud = (*cloud.Client)(nil)
+
+// Host is the node's own networking: the dataplane package implements it
+// with netlink and nftables; tests use a fake.
+type Host interface {
+	// Setup makes the node-wide dataplane (rules, SNAT, connmark,
+	// rp_filter) match the settings. Idempotent.
+	Setup(ctx context.Context, n NodeNet) error
+	// SetupENI brings a newly attached secondary ENI up with its own route
+	// table; TeardownENI removes what SetupENI made. Both idempotent.
+	SetupENI(ctx context.Context, e ENINet) error
+	TeardownENI(ctx context.Context, e ENINet) error
+	// PodAddrs lists the addresses the host routes to a pod's veth, with
+	// the veth: proof, independent of the checkpoint, that a pod still
+	// uses them, and which.
+	PodAddrs(ctx context.Context) ([]nodestate.Route, error)
+}
+
+// NodeNet is what host setup needs to know about the node.
+type NodeNet struct {
+	PrimaryMAC       string
+	PrimaryIP        netip.Addr
+	VPCCIDRs         []netip.Prefix
+	ExcludeSNATCIDRs []netip.Prefix
+	ExternalSNAT     bool
+	RandomizeSNAT    string
+	MTU              int
+}
+
+// ENINet is one secondary ENI as the host sees it.
+type ENINet struct {
+	ID          string
+	MAC         string
+	DeviceIndex int
+	PrimaryIP   netip.Addr
+	SubnetCIDR  netip.Prefix
+	MTU         int
+}
+
+// TagNoManage is the Amazon VPC CNI's opt-out: an ENI carrying it belongs
+// to someone else (a trunk, EFA, a user's own interface) and is never used.
+const TagNoManage = "node.k8s.amazonaws.com/no_manage"
+
+// Executor runs jobs. It is safe for concurrent use.
+type Executor struct {
+	Cloud      Cloud
+	Host       Host
+	InstanceID string
+	// Self is IMDS's view of the node, for subnet CIDRs without a call.
+	Self cloud.Self
+	// ENIMTU is the MTU of secondary ENIs.
+	ENIMTU int
+	// Tags are added to every ENI created (ADDITIONAL_ENI_TAGS).
+	Tags map[string]string
+
+	// mu guards subnets: subnet CIDRs learned from EC2.
+	mu      sync.Mutex
+	subnets map[string]netip.Prefix
+}
+
+// Run performs job and returns its result event.
+func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
+	switch job.Kind {
+	case nodestate.JobResync:
+		enis, devices, err := x.Attached(ctx, job.Known)
+		return nodestate.ResyncResult{JobID: job.ID, ENIs: enis, Devices: devices, Err: err}
+	case nodestate.JobHostCheck:
+		routed, err := x.Host.PodAddrs(ctx)
+		if err != nil {
+			err = fmt.Errorf("read host pod routes: %w", err)
+		}
+		return nodestate.HostResult{JobID: job.ID, Routed: routed, Err: err}
+	case nodestate.JobAction:
+		return x.action(ctx, job)
+	case nodestate.JobConfirmAttach:
+		return x.confirmAttach(ctx, job)
+	case nodestate.JobSetDeleteOnTermination:
+		err := x.Cloud.SetDeleteOnTermination(ctx, job.ENIID, job.AttachmentID, true)
+		return nodestate.DOTResult{JobID: job.ID, Err: err}
+	case nodestate.JobDeleteENI:
+		return x.deleteENI(ctx, job)
+	}
+	panic(fmt.Sprintf("executor: unknown job kind %v", job.Kind))
+}
+
+// Attached lists the ENIs EC2 says are attached to the instance and ours
+// to use, with the host side of each new secondary one (not in known) set
+// up, and every device index taken on the instance.
+func (x *Executor) Attached(ctx context.Context, known []string) ([]nodestate.ENIInfo, []int, error) {
+	enis, err := x.Cloud.ListENIs(ctx, cloud.ENIFilter{InstanceID: x.InstanceID})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list ENIs attached to %s: %w", x.InstanceID, err)
+	}
+	var out []nodestate.ENIInfo
+	var devices []int
+	for _, e := range enis {
+		if e.Attachment == nil || e.Attachment.InstanceID != x.InstanceID {
+			continue
+		}
+		devices = append(devices, e.Attachment.DeviceIndex)
+		if e.Attachment.State != cloud.AttachmentAttached || e.Tags[TagNoManage] == "true" {
+			continue
+		}
+		info, err := x.info(ctx, e, !slices.Contains(known, e.ID))
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b nodestate.ENIInfo) int { return a.DeviceIndex - b.DeviceIndex })
+	slices.Sort(devices)
+	return out, devices, nil
+}
+
+// info turns an attached ENI into what the machine adopts; a new secondary
+// ENI gets its host side set up first, so no pod is given an address the
+// host cannot route yet.
+func (x *Executor) info(ctx context.Context, e cloud.ENI, setup bool) (nodestate.ENIInfo, error) {
+	cidr, err := x.subnetCIDR(ctx, e.SubnetID)
+	if err != nil {
+		return nodestate.ENIInfo{}, err
+	}
+	info := nodestate.ENIInfo{
+		ID: e.ID, DeviceIndex: e.Attachment.DeviceIndex, SubnetID: e.SubnetID, SubnetCIDR: cidr,
+		SecurityGroups: e.SecurityGroups, PrimaryIP: e.PrimaryIP, MAC: e.MAC, AttachmentID: e.Attachment.ID,
+		DeleteOnTermination: e.Attachment.DeleteOnTermination, Blocks: blocksOf(e),
+	}
+	if t, err := time.Parse(time.RFC3339, e.Tags[cloud.TagCreatedAt]); err == nil {
+		info.CreatedAt = t
+	}
+	if setup && info.DeviceIndex != 0 {
+		if err := x.Host.SetupENI(ctx, x.eniNet(info)); err != nil {
+			info.HostErr = fmt.Errorf("set up host side of %s: %w", e.ID, err)
+		}
+	}
+	return info, nil
+}
+
+func (x *Executor) eniNet(e nodestate.ENIInfo) ENINet {
+	return ENINet{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, PrimaryIP: e.PrimaryIP, SubnetCIDR: e.SubnetCIDR, MTU: x.ENIMTU}
+}
+
+func blocksOf(e cloud.ENI) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(e.SecondaryIPs)+len(e.Prefixes))
+	for _, ip := range e.SecondaryIPs {
+		out = append(out, netip.PrefixFrom(ip, 32))
+	}
+	return append(out, e.Prefixes...)
+}
+
+// subnetCIDR finds a subnet's CIDR, from IMDS's view of the node when it
+// has it, else from EC2 (once per subnet).
+func (x *Executor) subnetCIDR(ctx context.Context, subnetID string) (netip.Prefix, error) {
+	x.mu.Lock()
+	cidr, ok := x.subnets[subnetID]
+	for _, i := range x.Self.Interfaces {
+		if !ok && i.SubnetID == subnetID && i.SubnetCIDR.IsValid() {
+			cidr, ok = i.SubnetCIDR, true
+		}
+	}
+	x.mu.Unlock()
+	if ok {
+		return cidr, nil
+	}
+	subnets, err := x.Cloud.DescribeSubnets(ctx, subnetID)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("describe subnet %s: %w", subnetID, err)
+	}
+	if len(subnets) != 1 {
+		return netip.Prefix{}, fmt.Errorf("describe subnet %s: EC2 returned %d subnets", subnetID, len(subnets))
+	}
+	x.mu.Lock()
+	if x.subnets == nil {
+		x.subnets = make(map[string]netip.Prefix)
+	}
+	x.subnets[subnetID] = subnets[0].CIDR
+	x.mu.Unlock()
+	return subnets[0].CIDR, nil
+}
+
+func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Event {
+	act := job.Action
+	res := nodestate.ActionResult{JobID: job.ID}
+	switch act.Kind {
+	case ipam.AssignBlocks:
+		res.Blocks, res.Err = x.assign(ctx, act)
+	case ipam.AttachENI:
+		res.ENIID, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
+	case ipam.ReleaseBlocks:
+		res = x.release(ctx, job)
+	case ipam.DetachENI:
+		res = x.detach(ctx, job)
+	default:
+		panic(fmt.Sprintf("executor: unknown planner action %v", act.Kind))
+	}
+	return res
+}
+
+func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix, error) {
+	if act.Prefixes {
+		return x.Cloud.AssignPrefixes(ctx, act.ENIID, act.Count)
+	}
+	ips, err := x.Cloud.AssignAddresses(ctx, act.ENIID, act.Count)
+	blocks := make([]netip.Prefix, 0, len(ips))
+	for _, ip := range ips {
+		blocks = append(blocks, netip.PrefixFrom(ip, 32))
+	}
+	return blocks, err
+}
+
+// attach creates an ENI that already carries its addresses and our tags
+// (one call), attaches it at device dev and sets DeleteOnTermination. It
+// does not wait for the attachment: the machine polls with
+// JobConfirmAttach. An ENI that failed to attach is deleted, unless EC2
+// may have attached it after all (then the next resync adopts it).
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, attachmentID string, dot bool, err error) {
+	in := cloud.CreateENIInput{
+		SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups,
+		Description: "vpcnet pod addresses for " + x.InstanceID, Tags: x.Tags,
+	}
+	if act.Prefixes {
+		in.Prefixes = act.Count
+	} else {
+		in.SecondaryAddresses = act.Count
+	}
+	eni, err := x.Cloud.CreateENI(ctx, in)
+	if err != nil {
+		return "", "", false, err
+	}
+	attachmentID, err = x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
+	if err != nil {
+		// Deleting fails harmlessly ("in use") if EC2 did attach it.
+		_ = x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID)
+		return eni.ID, "", false, err
+	}
+	if err := x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true); err != nil {
+		return eni.ID, attachmentID, false, nil // the machine retries it
+	}
+	return eni.ID, attachmentID, true, nil
+}
+
+func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {
+	res := nodestate.AttachResult{JobID: job.ID}
+	enis, err := x.Cloud.DescribeENIs(ctx, job.ENIID)
+	if err != nil {
+		res.Err = fmt.Errorf("describe %s: %w", job.ENIID, err)
+		return res
+	}
+	if len(enis) != 1 || enis[0].Attachment == nil || enis[0].Attachment.InstanceID != x.InstanceID || enis[0].Attachment.State != cloud.AttachmentAttached {
+		res.NotYet = true
+		return res
+	}
+	res.ENI, res.Err = x.info(ctx, enis[0], true)
+	if res.Err == nil && res.ENI.HostErr != nil {
+		res.Err = res.ENI.HostErr
+	}
+	return res
+}
+
+// errNotAttached declines a release or detach: EC2, not IMDS, must confirm
+// the ENI is attached here; nothing is released on a hint.
+var errNotAttached = errors.New("not attached to this instance in EC2")
+
+func (x *Executor) confirmAttached(ctx context.Context, eniID string) (cloud.ENI, error) {
+	enis, err := x.Cloud.DescribeENIs(ctx, eniID)
+	if err != nil {
+		return cloud.ENI{}, err
+	}
+	if len(enis) != 1 || enis[0].Attachment == nil || enis[0].Attachment.InstanceID != x.InstanceID {
+		return cloud.ENI{}, fmt.Errorf("%s: %w", eniID, errNotAttached)
+	}
+	return enis[0], nil
+}
+
+// release gives back blocks that are provably unused: attached to this
+// instance per EC2, out of the pool (the machine took them out), and
+// routed to no pod on the host, read again right now.
+func (x *Executor) release(ctx context.Context, job nodestate.Job) nodestate.ActionResult {
+	act := job.Action
+	res := nodestate.ActionResult{JobID: job.ID}
+	eni, err := x.confirmAttached(ctx, act.ENIID)
+	if errors.Is(err, errNotAttached) {
+		res.Skipped = true
+		return res
+	}
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	routed, err := x.Host.PodAddrs(ctx)
+	if err != nil {
+		res.Err = fmt.Errorf("read host pod routes before release: %w", err)
+		return res
+	}
+	onENI := blocksOf(eni)
+	var give, gone []netip.Prefix
+	for _, b := range act.Blocks {
+		if !slices.Contains(onENI, b) {
+			gone = append(gone, b) // EC2 no longer has it: nothing to give
+			continue
+		}
+		if routesInto(routed, b) {
+			res.Routed = routed
+			continue
+		}
+		give = append(give, b)
+	}
+	res.Blocks = gone
+	if len(give) == 0 {
+		res.Skipped = len(gone) == 0
+		return res
+	}
+	if err := x.unassign(ctx, act.ENIID, give); err != nil {
+		res.Err = err
+		return res
+	}
+	res.Blocks = append(res.Blocks, give...)
+	return res
+}
+
+func (x *Executor) unassign(ctx context.Context, eniID string, blocks []netip.Prefix) error {
+	var ips []netip.Addr
+	var prefixes []netip.Prefix
+	for _, b := range blocks {
+		if b.Bits() == 32 {
+			ips = append(ips, b.Addr())
+		} else {
+			prefixes = append(prefixes, b)
+		}
+	}
+	if len(ips) > 0 {
+		if err := x.Cloud.UnassignAddresses(ctx, eniID, ips); err != nil {
+			return err
+		}
+	}
+	if len(prefixes) > 0 {
+		return x.Cloud.UnassignPrefixes(ctx, eniID, prefixes)
+	}
+	return nil
+}
+
+func routesInto(routed []nodestate.Route, b netip.Prefix) bool {
+	return slices.ContainsFunc(routed, func(r nodestate.Route) bool { return b.Contains(r.Addr) })
+}
+
+// detach removes an ENI the machine took out of the pool, after EC2
+// confirms it is attached here and the host routes into none of its
+// blocks. Deleting it is a later job, once EC2 says it is available.
+func (x *Executor) detach(ctx context.Context, job nodestate.Job) nodestate.ActionResult {
+	res := nodestate.ActionResult{JobID: job.ID}
+	eni, err := x.confirmAttached(ctx, job.Action.ENIID)
+	if errors.Is(err, errNotAttached) {
+		res.Skipped = true
+		return res
+	}
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	routed, err := x.Host.PodAddrs(ctx)
+	if err != nil {
+		res.Err = fmt.Errorf("read host pod routes before detach: %w", err)
+		return res
+	}
+	for _, b := range blocksOf(eni) {
+		if routesInto(routed, b) {
+			res.Skipped, res.Routed = true, routed
+			return res
+		}
+	}
+	info := job.ENI
+	info.MAC, info.PrimaryIP = eni.MAC, eni.PrimaryIP
+	// A failed teardown leaves a route table for a gone link: harmless,
+	// and the next SetupENI at that device index replaces it.
+	_ = x.Host.TeardownENI(ctx, x.eniNet(info))
+	if err := x.Cloud.DetachENI(ctx, eni.Attachment.ID, false); err != nil {
+		res.Err = err
+	}
+	return res
+}
+
+func (x *Executor) deleteENI(ctx context.Context, job nodestate.Job) nodestate.Event {
+	res := nodestate.DeleteResult{JobID: job.ID}
+	enis, err := x.Cloud.DescribeENIs(ctx, job.ENIID)
+	switch {
+	case cloud.IsNotFound(err):
+		return res
+	case err != nil:
+		res.Err = err
+		return res
+	case len(enis) == 0:
+		return res
+	case enis[0].Status != cloud.StatusAvailable:
+		res.NotYet = true
+		return res
+	}
+	if err := x.Cloud.DeleteENI(ctx, job.ENIID); err != nil && !cloud.IsNotFound(err) {
+		res.Err = err
+	}
+	return res
+}
+
+// Classify tells the machine what kind of EC2 error err is.
+func Classify(err error) nodestate.ErrorClass {
+	if err == nil {
+		return nodestate.ErrorClass{}
+	}
+	c := nodestate.ErrorClass{
+		Code:            cloud.ErrorCode(err),
+		Action:          ec2Action(err),
+		SubnetExhausted: cloud.IsSubnetExhausted(err),
+		AttachmentLimit: cloud.IsAttachmentLimit(err),
+		Throttled:       cloud.IsThrottled(err),
+		Unauthorized:    cloud.IsUnauthorized(err),
+	}
+	c.Refusal = c.SubnetExhausted || c.AttachmentLimit || cloud.IsAddressLimit(err) || c.Throttled || c.Unauthorized
+	return c
+}
+
+// ec2Action names the EC2 API action that failed with err, or "".
+func ec2Action(err error) string {
+	var op *smithy.OperationError
+	if errors.As(err, &op) {
+		return op.Operation()
+	}
+	return ""
+}

@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/vpcnet/vpcnet/agent/executor"
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/checkpoint/disk"
+	"github.com/vpcnet/vpcnet/clock"
+)
+
+// errStopped answers requests that arrive while the agent shuts down.
+var errStopped = errors.New("vpcnetd is shutting down")
+
+// own is the owner goroutine: the only code that touches the node state.
+// It performs nothing itself: writes go to the store, jobs to the
+// executor, replies to the waiting requests, each on its own goroutine,
+// so the owner never waits on disk or network.
+func (a *Agent) own(ctx context.Context, n *nodestate.Node, x *executor.Executor) {
+	defer close(a.done)
+	persist := make(chan nodestate.Persist, 1)
+	go a.store(ctx, persist)
+	var timer <-chan time.Time
+	stop := func() bool { return false }
+	defer func() { stop() }()
+	var wake time.Time
+	for {
+		rd := n.Ready()
+		a.perform(ctx, rd, persist, x)
+		a.publish(ctx, n)
+		if !rd.Wake.Equal(wake) {
+			stop()
+			wake, timer = rd.Wake, nil
+			if !wake.IsZero() {
+				timer, stop = clock.After(a.clk, max(wake.Sub(a.clk.Now()), 0))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			a.failPending()
+			return
+		case ev := <-a.events:
+			n.Step(a.clk.Now(), ev)
+		case q := <-a.queries:
+			q(n)
+		case <-timer:
+			wake, timer = time.Time{}, nil
+			n.Step(a.clk.Now(), nodestate.Tick{})
+		}
+	}
+}
+
+// perform hands Ready's effects to whoever carries them out.
+func (a *Agent) perform(ctx context.Context, rd nodestate.Ready, persist chan<- nodestate.Persist, x *executor.Executor) {
+	if rd.Persist != nil {
+		persist <- *rd.Persist // the machine has at most one write out
+	}
+	for _, j := range rd.Jobs {
+		go func() {
+			ev := x.Run(ctx, j)
+			a.countJob(j, ev)
+			a.send(ctx, ev)
+		}()
+	}
+	for _, r := range rd.Replies {
+		a.deliver(r)
+	}
+	for _, nt := range rd.Notices {
+		a.kube.Record(Event{Pod: nt.Pod, Warning: nt.Warning, Reason: nt.Reason, Message: nt.Message})
+	}
+}
+
+// store writes checkpoints, one at a time: every change made while one
+// is written rides the next, so concurrent Adds share an fsync.
+func (a *Agent) store(ctx context.Context, in <-chan nodestate.Persist) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-in:
+			start := a.clk.Now()
+			err := disk.Save(a.cfg.CheckpointPath(), p.State)
+			a.met.checkpointWrite.Observe(a.clk.Now().Sub(start).Seconds())
+			if err != nil {
+				a.met.checkpointErrors.Inc()
+			}
+			a.send(ctx, nodestate.Persisted{Version: p.Version, Err: err})
+		}
+	}
+}
+
+// send delivers an event to the owner unless the agent is stopping.
+func (a *Agent) send(ctx context.Context, ev nodestate.Event) bool {
+	select {
+	case a.events <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-a.done:
+		return false
+	}
+}
+
+// request sends the event built for a fresh request id and waits for its
+// reply. A caller that gives up is cancelled in the machine, where a
+// waiting Add still counts as demand.
+func (a *Agent) request(ctx context.Context, build func(id uint64) nodestate.Event) (nodestate.Reply, error) {
+	ch := make(chan nodestate.Reply, 1)
+	a.mu.Lock()
+	a.nextID++
+	id := a.nextID
+	a.replies[id] = ch
+	a.mu.Unlock()
+	if !a.send(ctx, build(id)) {
+		a.forget(id)
+		return nodestate.Reply{}, errors.Join(errStopped, ctx.Err())
+	}
+	select {
+	case r := <-ch:
+		return r, r.Err
+	case <-a.done:
+		a.forget(id)
+		return nodestate.Reply{}, errStopped
+	case <-ctx.Done():
+		a.forget(id)
+		a.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
+		return nodestate.Reply{}, ctx.Err()
+	}
+}
+
+func (a *Agent) forget(id uint64) {
+	a.mu.Lock()
+	delete(a.replies, id)
+	a.mu.Unlock()
+}
+
+func (a *Agent) deliver(r nodestate.Reply) {
+	a.mu.Lock()
+	ch, ok := a.replies[r.ID]
+	delete(a.replies, r.ID)
+	a.mu.Unlock()
+	if ok {
+		ch <- r
+	}
+}
+
+// failPending answers every request still waiting when the agent stops.
+func (a *Agent) failPending() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, ch := range a.replies {
+		ch <- nodestate.Reply{ID: id, Err: errStopped}
+		delete(a.replies, id)
+	}
+}
+
+// query runs f in the owner goroutine and waits for it.
+func (a *Agent) query(ctx context.Context, f func(n *nodestate.Node)) error {
+	done := make(chan struct{})
+	select {
+	case a.queries <- func(n *nodestate.Node) { f(n); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.done:
+		return errStopped
+	}
+	<-done
+	return nil
+}
+
+// view is a copy of the node state, or the last published one when the
+// owner is not running (before start-up finishes, after it stops).
+func (a *Agent) view(ctx context.Context) (nodestate.View, bool) {
+	h := a.summary.Load()
+	if h == nil {
+		return nodestate.View{}, false
+	}
+	var v nodestate.View
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := a.query(qctx, func(n *nodestate.Node) { v = n.View(a.clk.Now()) }); err != nil {
+		return h.view, true
+	}
+	return v, true
+}
+
+// countJob accounts for one finished job in the metrics.
+func (a *Agent) countJob(j nodestate.Job, ev nodestate.Event) {
+	if j.Kind != nodestate.JobAction {
+		return
+	}
+	res := "ok"
+	if r, ok := ev.(nodestate.ActionResult); ok {
+		switch {
+		case r.Err != nil:
+			res = "error"
+		case r.Skipped:
+			res = "skipped"
+		}
+	}
+	a.met.reconcileActions.WithLabelValues(j.Action.Kind.String(), res).Inc()
+}

@@ -1,0 +1,460 @@
+package nodestate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// Attachment polling: EC2 attaches in a few seconds; ask again with
+// doubling gaps so a slow attach costs few Describe calls.
+const (
+	firstAttachPoll = 500 * time.Millisecond
+	maxAttachPoll   = 4 * time.Second
+	// resyncSoon is how soon EC2 is read again after an action whose
+	// outcome is unknown (an attach that reported failure may have
+	// happened), so such an ENI is adopted and gets DeleteOnTermination.
+	resyncSoon          = 5 * time.Second
+	maxDOTRetry         = 30 * time.Second
+	deleteTries         = 12
+	deleteRetry         = 5 * time.Second
+	maxInFlightAttaches = 4
+)
+
+// ErrorClass is what the machine needs to know about an EC2 error; the
+// agent classifies errors (Config.Classify) so this package needs no
+// cloud client.
+type ErrorClass struct {
+	// Code is the AWS error code; empty means EC2 did not answer.
+	Code string
+	// Action is the EC2 API action that failed, when known.
+	Action string
+	// Refusal says EC2 declined to grow the pool (exhaustion, a limit,
+	// throttling, a missing permission) rather than not answering.
+	Refusal         bool
+	SubnetExhausted bool
+	AttachmentLimit bool
+	Throttled       bool
+	Unauthorized    bool
+}
+
+// attaching is an ENI EC2 is attaching for the pool.
+type attaching struct {
+	device int
+	action ipam.Action
+	since  time.Time
+	poll   time.Duration
+}
+
+// cloudView is what the machine knows of EC2 beyond the pool.
+type cloudView struct {
+	plan      ipam.PlanConfig
+	eniCfgOK  bool
+	eniCfgMsg string
+	// devices are the device indexes EC2 last said are taken.
+	devices   map[int]bool
+	attaching map[string]*attaching
+	dotTries  map[string]int
+	delTries  map[string]int
+	grow      growBackoff
+	// shrink spaces out releases and detaches after one failed or was
+	// declined.
+	shrink  growBackoff
+	ok      bool
+	lastErr string
+	// lastShortfall and lastGrowErr explain an empty pool to the plugin.
+	lastShortfall ipam.Shortfall
+	lastGrowErr   error
+	lastPlan      time.Time
+	nextResync    time.Time
+}
+
+func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
+	c.plan = plan
+	c.eniCfgOK = !plan.CustomNetworking
+	c.devices = make(map[int]bool)
+	for _, d := range devices {
+		c.devices[d] = true
+	}
+	c.attaching = make(map[string]*attaching)
+	c.dotTries = make(map[string]int)
+	c.delTries = make(map[string]int)
+}
+
+func (n *Node) classify(err error) ErrorClass {
+	if err == nil || n.cfg.Classify == nil {
+		return ErrorClass{}
+	}
+	return n.cfg.Classify(err)
+}
+
+// noteEC2 records whether EC2 answered, for readiness and /v1/status. An
+// error with an AWS code is an answer (it said no); only silence counts
+// against reachability.
+func (n *Node) noteEC2(err error) {
+	if err == nil {
+		n.cloud.ok = true
+		return
+	}
+	n.cloud.lastErr = err.Error()
+	c := n.classify(err)
+	if c.Code == "" {
+		n.cloud.ok = false
+	}
+	if c.Unauthorized {
+		msg := fmt.Sprintf("EC2 refused %s (%s): grant the node's IAM role ec2:%s, as deploy/iam-policy.json does", c.Action, c.Code, c.Action)
+		if c.Action == "" {
+			msg = fmt.Sprintf("EC2 refused a call (%s): check the node's IAM role against deploy/iam-policy.json: %v", c.Code, err)
+		}
+		n.out.Notices = append(n.out.Notices, Notice{Warning: true, Reason: "MissingIAMPermission", Message: msg})
+	}
+}
+
+// periodic starts the reads that came due and the jobs scheduled for now.
+func (n *Node) periodic(now time.Time) {
+	if !now.Before(n.cloud.nextResync) {
+		n.cloud.nextResync = now.Add(n.cfg.ResyncInterval)
+		n.startResync()
+		n.startHostCheck()
+	}
+	if !n.host.nextReclaim.IsZero() && !now.Before(n.host.nextReclaim) {
+		n.host.nextReclaim = time.Time{}
+		n.startHostCheck()
+	}
+	for _, j := range n.jobs.due(now) {
+		n.job(j)
+	}
+}
+
+func (n *Node) startResync() {
+	if n.jobs.running(kindIs(JobResync)) {
+		return
+	}
+	known := make([]string, 0, 4)
+	for _, e := range n.pool.ENIs() {
+		known = append(known, e.ID)
+	}
+	n.job(Job{Kind: JobResync, Known: known})
+}
+
+func (n *Node) startHostCheck() {
+	if !n.jobs.running(kindIs(JobHostCheck)) {
+		n.job(Job{Kind: JobHostCheck})
+	}
+}
+
+func (n *Node) onResync(ev ResyncResult, now time.Time) {
+	n.jobs.done(ev.JobID)
+	n.noteEC2(ev.Err)
+	if ev.Err != nil {
+		n.log.Warn("reading attached ENIs from EC2 failed; trying again at the next pass", "err", ev.Err)
+		return
+	}
+	n.cloud.devices = make(map[int]bool, len(ev.Devices))
+	for _, d := range ev.Devices {
+		n.cloud.devices[d] = true
+	}
+	attached := make(map[string]ENIInfo, len(ev.ENIs))
+	for _, e := range ev.ENIs {
+		attached[e.ID] = e
+		if err := n.adopt(e, now); err != nil {
+			n.log.Error("ENI attached in EC2 not taken into the pool", "eni", e.ID, "err", err)
+		}
+	}
+	n.dropVanished(attached, now)
+}
+
+// adopt brings an attached ENI and its blocks into the pool; its host side
+// was set up by the job that found it. Routed addresses in new blocks are
+// quarantined before any pod can be given them.
+func (n *Node) adopt(e ENIInfo, now time.Time) error {
+	if _, busy := n.detaching(e.ID); busy {
+		return nil // on its way out: a resync raced the detach
+	}
+	_, known := n.pool.ENI(e.ID)
+	if !known {
+		if e.HostErr != nil {
+			return fmt.Errorf("host side of %s: %w", e.ID, e.HostErr)
+		}
+		created := e.CreatedAt
+		if created.IsZero() {
+			created = now
+		}
+		if err := n.pool.AddENI(ipam.ENI{ID: e.ID, DeviceIndex: e.DeviceIndex, Primary: e.DeviceIndex == 0, SubnetID: e.SubnetID,
+			SubnetCIDR: e.SubnetCIDR, SecurityGroups: e.SecurityGroups, PrimaryIP: e.PrimaryIP, CreatedAt: created}); err != nil {
+			return fmt.Errorf("adopt %s: %w", e.ID, err)
+		}
+		n.log.Info("ENI in use by the pool", "eni", e.ID, "device", e.DeviceIndex, "subnet", e.SubnetID, "blocks", len(e.Blocks))
+		delete(n.cloud.attaching, e.ID)
+	}
+	n.meta[e.ID] = eniMeta{MAC: e.MAC, AttachmentID: e.AttachmentID, DOT: e.DeleteOnTermination}
+	have := make(map[netip.Prefix]bool)
+	for _, es := range n.pool.Snapshot(now).ENIs {
+		for _, b := range es.Blocks {
+			have[b.Prefix] = true
+		}
+	}
+	unused := 0
+	for _, p := range e.Blocks {
+		if have[p] {
+			continue
+		}
+		if e.DeviceIndex == 0 && n.cfg.CustomNetwork && !n.usesPrimaryBlock(p) {
+			unused++
+			continue
+		}
+		if err := n.pool.AddBlock(e.ID, p); err != nil {
+			return fmt.Errorf("adopt %s on %s: %w", p, e.ID, err)
+		}
+		n.quarantineRoutedIn(p, now)
+	}
+	if unused > 0 && !known {
+		n.log.Warn("custom networking: the primary ENI's secondary addresses are not used for pods; they stay assigned in EC2 until the node is replaced",
+			"eni", e.ID, "blocks", unused)
+	}
+	if !e.DeleteOnTermination && e.AttachmentID != "" {
+		n.setDOT(e.ID, e.AttachmentID)
+	}
+	return nil
+}
+
+func (n *Node) quarantineRoutedIn(p netip.Prefix, now time.Time) {
+	for ip := range n.host.routed {
+		if p.Contains(ip) {
+			n.quarantineIfFree(ip, now, false)
+		}
+	}
+}
+
+// usesPrimaryBlock: with custom networking only primary-ENI blocks that
+// the checkpoint being restored holds are used, until they are free.
+func (n *Node) usesPrimaryBlock(p netip.Prefix) bool {
+	for ip := range n.ckAddrs {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// setDOT asks for DeleteOnTermination on an ENI of the node unless a
+// request is already under way.
+func (n *Node) setDOT(eniID, attachmentID string) {
+	if n.jobs.running(func(j Job) bool { return j.Kind == JobSetDeleteOnTermination && j.ENIID == eniID }) {
+		return
+	}
+	n.job(Job{Kind: JobSetDeleteOnTermination, ENIID: eniID, AttachmentID: attachmentID})
+}
+
+func (n *Node) onDOT(ev DOTResult, now time.Time) {
+	j, _ := n.jobs.done(ev.JobID)
+	if ev.Err == nil {
+		delete(n.cloud.dotTries, j.ENIID)
+		if m, ok := n.meta[j.ENIID]; ok {
+			m.DOT = true
+			n.meta[j.ENIID] = m
+		}
+		return
+	}
+	n.noteEC2(ev.Err)
+	n.cloud.dotTries[j.ENIID]++
+	wait := min(time.Duration(1<<min(n.cloud.dotTries[j.ENIID], 5))*time.Second, maxDOTRetry)
+	n.log.Warn("DeleteOnTermination not set yet; trying again", "eni", j.ENIID, "in", wait.String(), "err", ev.Err)
+	n.jobs.schedule(now.Add(wait), j)
+}
+
+// dropVanished removes the free blocks and ENIs that EC2 no longer shows
+// attached. What a pod still holds is kept and reported.
+func (n *Node) dropVanished(attached map[string]ENIInfo, now time.Time) {
+	for _, es := range n.pool.Stats(now).ENIs {
+		e, ok := attached[es.ID]
+		if !ok {
+			if err := n.pool.RemoveENI(es.ID, now); err != nil {
+				n.log.Error("ENI no longer attached in EC2 but pods hold its addresses", "eni", es.ID, "err", err)
+				continue
+			}
+			delete(n.meta, es.ID)
+			n.log.Warn("ENI no longer attached in EC2: dropped from the pool", "eni", es.ID)
+			continue
+		}
+		for _, b := range es.Blocks {
+			if slices.Contains(e.Blocks, b.Prefix) {
+				continue
+			}
+			if err := n.pool.RemoveBlock(b.Prefix, now); err != nil {
+				n.log.Error("address block no longer on its ENI in EC2 but pods hold it", "eni", es.ID, "block", b.Prefix.String(), "err", err)
+				continue
+			}
+			n.log.Warn("address block no longer on its ENI in EC2: dropped from the pool", "eni", es.ID, "block", b.Prefix.String())
+		}
+	}
+}
+
+// detaching says whether a detach of eniID is under way.
+func (n *Node) detaching(eniID string) (Job, bool) {
+	for _, j := range n.jobs.inFlight {
+		if j.Kind == JobAction && j.Action.Kind == ipam.DetachENI && j.Action.ENIID == eniID {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
+func (n *Node) onAction(ev ActionResult, now time.Time) {
+	j, ok := n.jobs.done(ev.JobID)
+	if !ok {
+		panic(fmt.Sprintf("nodestate: result for unknown job %d", ev.JobID))
+	}
+	act := j.Action
+	if ev.Err != nil {
+		n.log.Error("EC2 change failed", "action", act.String(), "err", ev.Err)
+	}
+	n.noteEC2(ev.Err)
+	switch act.Kind {
+	case ipam.ReleaseBlocks:
+		n.releaseDone(act, ev, now)
+		n.shrunk(ev, now)
+	case ipam.AssignBlocks:
+		n.grown(ev.Err, now)
+		for _, b := range ev.Blocks {
+			if err := n.pool.AddBlock(act.ENIID, b); err != nil {
+				n.log.Error("assigned block not taken into the pool", "block", b.String(), "err", err)
+				continue
+			}
+			n.quarantineRoutedIn(b, now)
+		}
+	case ipam.AttachENI:
+		n.grown(ev.Err, now)
+		if ev.Err != nil {
+			// EC2 may have attached it anyway (a timeout, a 5xx after the
+			// fact): read EC2 soon so such an ENI is adopted.
+			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			return
+		}
+		n.cloud.attaching[ev.ENIID] = &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll}
+		n.jobs.schedule(now.Add(firstAttachPoll), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device})
+		if !ev.DeleteOnTermination {
+			n.jobs.schedule(now.Add(time.Second), Job{Kind: JobSetDeleteOnTermination, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID})
+		}
+	case ipam.DetachENI:
+		n.shrunk(ev, now)
+		if ev.Err != nil || ev.Skipped {
+			// Still attached: the next read of EC2 takes it back.
+			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			if len(ev.Routed) > 0 {
+				n.startHostCheck()
+			}
+			return
+		}
+		n.cloud.delTries[act.ENIID] = 0
+		n.jobs.schedule(now.Add(time.Second), Job{Kind: JobDeleteENI, ENIID: act.ENIID})
+	}
+}
+
+// releaseDone puts back into the pool the blocks a release did not give
+// back to EC2.
+func (n *Node) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
+	for _, b := range act.Blocks {
+		if slices.Contains(ev.Blocks, b) {
+			continue
+		}
+		if err := n.pool.AddBlock(act.ENIID, b); err != nil {
+			n.log.Error("could not return a block to the pool after a declined release", "block", b.String(), "err", err)
+			continue
+		}
+		n.quarantineRoutedIn(b, now)
+	}
+	if len(ev.Routed) > 0 {
+		n.observeRoutes(ev.Routed, now, false)
+	}
+}
+
+// grown records the outcome of a growth action: after a refusal, growth
+// waits (the account's API budget is shared), and the refusal explains an
+// empty pool to pods.
+func (n *Node) grown(err error, now time.Time) {
+	n.cloud.lastGrowErr = err
+	if err == nil {
+		n.cloud.grow.reset()
+		return
+	}
+	// Every failure waits, not only refusals: EC2's own retries are
+	// spent already, and asking again at the next event would loop.
+	c := n.classify(err)
+	wait := n.cloud.grow.refused(now)
+	n.log.Warn("EC2 did not grow the pool; asking again later", "in", wait.String(), "err", err)
+	n.growthNotice(c, err)
+}
+
+// shrunk spaces out the next release or detach after one that failed or
+// was declined, and resets the wait after one that went through.
+func (n *Node) shrunk(ev ActionResult, now time.Time) {
+	if ev.Err != nil || ev.Skipped {
+		n.cloud.shrink.refused(now)
+		return
+	}
+	n.cloud.shrink.reset()
+}
+
+func (n *Node) onAttach(ev AttachResult, now time.Time) {
+	j, _ := n.jobs.done(ev.JobID)
+	at, ok := n.cloud.attaching[j.ENIID]
+	if !ok {
+		return // adopted by a resync meanwhile
+	}
+	if ev.Err == nil && !ev.NotYet {
+		if err := n.adopt(ev.ENI, now); err != nil {
+			n.log.Error("attached ENI not taken into the pool", "eni", j.ENIID, "err", err)
+		}
+		delete(n.cloud.attaching, j.ENIID)
+		return
+	}
+	if ev.Err != nil {
+		n.noteEC2(ev.Err)
+	}
+	if now.Sub(at.since) >= n.cfg.AttachTimeout {
+		delete(n.cloud.attaching, j.ENIID)
+		n.cloud.lastGrowErr = fmt.Errorf("ENI %s not attached after %s", j.ENIID, n.cfg.AttachTimeout)
+		n.log.Error("ENI did not attach in time; a later read of EC2 adopts it if it does", "eni", j.ENIID, "waited", now.Sub(at.since).String())
+		return
+	}
+	at.poll = min(2*at.poll, maxAttachPoll)
+	n.jobs.schedule(now.Add(at.poll), j)
+}
+
+func (n *Node) onDelete(ev DeleteResult, now time.Time) {
+	j, _ := n.jobs.done(ev.JobID)
+	if ev.Err == nil && !ev.NotYet {
+		delete(n.cloud.delTries, j.ENIID)
+		return
+	}
+	n.cloud.delTries[j.ENIID]++
+	if n.cloud.delTries[j.ENIID] >= deleteTries {
+		delete(n.cloud.delTries, j.ENIID)
+		n.log.Warn("detached ENI not deleted; the leak collector deletes it later", "eni", j.ENIID, "err", ev.Err)
+		return
+	}
+	n.jobs.schedule(now.Add(deleteRetry), j)
+}
+
+func (n *Node) onENIConfig(ev ENIConfigUpdate) {
+	c := &n.cloud
+	changed := c.eniCfgOK != ev.OK || c.eniCfgMsg != ev.Message
+	c.eniCfgOK, c.eniCfgMsg = ev.OK, ev.Message
+	if ev.OK {
+		c.plan.SubnetID, c.plan.SecurityGroups = ev.SubnetID, slices.Clone(ev.SecurityGroups)
+	}
+	if changed && !ev.OK {
+		n.log.Warn("custom networking: ENIConfig not usable; no ENI is attached or detached until it is, and the node is not ready", "problem", ev.Message)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}

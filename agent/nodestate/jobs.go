@@ -1,0 +1,83 @@
+package nodestate
+
+import (
+	"slices"
+	"time"
+)
+
+// jobTable tracks the jobs handed out and not yet answered, and those
+// scheduled for later (attachment polls, DeleteOnTermination retries,
+// deletes of detached ENIs).
+type jobTable struct {
+	nextID   uint64
+	inFlight map[uint64]Job
+	later    []scheduled
+}
+
+type scheduled struct {
+	at  time.Time
+	job Job
+}
+
+func (t *jobTable) init() { t.inFlight = make(map[uint64]Job) }
+
+func (t *jobTable) start(j Job) Job {
+	t.nextID++
+	j.ID = t.nextID
+	t.inFlight[j.ID] = j
+	return j
+}
+
+// done forgets job id and returns it.
+func (t *jobTable) done(id uint64) (Job, bool) {
+	j, ok := t.inFlight[id]
+	delete(t.inFlight, id)
+	return j, ok
+}
+
+func (t *jobTable) schedule(at time.Time, j Job) { t.later = append(t.later, scheduled{at, j}) }
+
+// due removes and returns the scheduled jobs whose time has come.
+func (t *jobTable) due(now time.Time) []Job {
+	var out []Job
+	t.later = slices.DeleteFunc(t.later, func(s scheduled) bool {
+		if now.Before(s.at) {
+			return false
+		}
+		out = append(out, s.job)
+		return true
+	})
+	return out
+}
+
+func (t *jobTable) nextScheduled() time.Time {
+	var w time.Time
+	for _, s := range t.later {
+		if w.IsZero() || s.at.Before(w) {
+			w = s.at
+		}
+	}
+	return w
+}
+
+// running says whether a job matching f is in flight or scheduled.
+func (t *jobTable) running(f func(Job) bool) bool {
+	for _, j := range t.inFlight {
+		if f(j) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(t.later, func(s scheduled) bool { return f(s.job) })
+}
+
+func (t *jobTable) count(f func(Job) bool) int {
+	k := 0
+	for _, j := range t.inFlight {
+		if f(j) {
+			k++
+		}
+	}
+	return k
+}
+
+func kindIs(k JobKind) func(Job) bool { return func(j Job) bool { return j.Kind == k } }

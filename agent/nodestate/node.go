@@ -1,0 +1,241 @@
+package nodestate
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// QuarantineNetwork marks the synthetic owners of quarantined addresses.
+// No CNI network can carry the name: it is not a valid network name.
+const QuarantineNetwork = "vpcnet:quarantine"
+
+// QuarantineKey is the synthetic owner of a quarantined address.
+func QuarantineKey(addr netip.Addr) ipam.Key {
+	return ipam.Key{Network: QuarantineNetwork, ContainerID: addr.String(), IfName: "host-route"}
+}
+
+// IsQuarantine says whether k is a quarantine owner.
+func IsQuarantine(k ipam.Key) bool { return k.Network == QuarantineNetwork }
+
+// eniMeta is what the machine keeps about an ENI beyond the pool.
+type eniMeta struct {
+	MAC          string
+	AttachmentID string
+	DOT          bool
+}
+
+// Node is one node's state. Only its owner goroutine calls it.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	pool *ipam.Pool
+	meta map[string]eniMeta
+	// stale are checkpoint entries whose address is on no attached ENI:
+	// kept on disk, never released automatically, and reported.
+	stale []checkpoint.Entry
+
+	dur   durability
+	reqs  requests
+	host  hostView
+	jobs  jobTable
+	cloud cloudView
+	// ckAddrs are the checkpoint's addresses while the pool is built at
+	// boot: with custom networking, the only primary-ENI addresses used.
+	ckAddrs map[netip.Addr]bool
+
+	out  Ready
+	last time.Time
+}
+
+// New builds the machine from what the agent read at boot. An address
+// the host routes to a pod but the checkpoint lacks is quarantined before
+// anything else happens; after a restart every other free address cools
+// down once, since when each was freed was not recorded, but that
+// cooling alone never makes the pool grow.
+func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		cfg:  cfg,
+		log:  cfg.Log,
+		pool: ipam.NewPool(cfg.Cooldown),
+		meta: make(map[string]eniMeta),
+		last: now,
+	}
+	n.reqs.init()
+	n.host.init()
+	n.jobs.init()
+	n.cloud.init(cfg.Plan, boot.Devices)
+	n.ckAddrs = make(map[netip.Addr]bool, len(boot.Checkpoint.Entries))
+	for _, e := range boot.Checkpoint.Entries {
+		n.ckAddrs[e.Addr] = true
+	}
+	for _, e := range boot.ENIs {
+		if err := n.adopt(e, now); err != nil {
+			return nil, err
+		}
+	}
+	n.ckAddrs = nil
+	for _, e := range boot.Checkpoint.Entries {
+		n.host.answered[e.Key] = now
+		if _, err := n.pool.Restore(e.Key, e.Pod, e.Addr, e.AssignedAt); err != nil {
+			n.stale = append(n.stale, e)
+			n.log.Error("checkpoint entry not restored: kept on disk and never released automatically",
+				"key", e.Key.String(), "pod", e.Pod.String(), "addr", e.Addr.String(), "err", err)
+		}
+	}
+	n.observeRoutes(boot.Routed, now, true)
+	if !boot.CheckpointMissing {
+		n.coolAfterRestart(now)
+	}
+	if boot.CheckpointMissing && len(n.host.quarantined) > 0 {
+		n.log.Warn("checkpoint missing while the host routes live pods: not a new node; nothing is released until every such route is gone",
+			"routed", len(n.host.quarantined))
+	}
+	n.cloud.nextResync = now.Add(cfg.ResyncInterval)
+	n.cloud.ok = true
+	// What the pool holds now is what the checkpoint must say: entries
+	// dropped as stale stay, nothing new is added, so one write settles it.
+	n.dur.version = 1
+	n.plan(now)
+	n.persist(now)
+	return n, nil
+}
+
+// coolAfterRestart cools every free address once; the set is remembered
+// so the planner still counts them as available.
+func (n *Node) coolAfterRestart(now time.Time) {
+	for _, es := range n.pool.Snapshot(now).ENIs {
+		for _, b := range es.Blocks {
+			for ip := b.Prefix.Addr(); b.Prefix.Contains(ip); ip = ip.Next() {
+				if _, held := n.pool.LookupAddr(ip); held {
+					continue
+				}
+				if err := n.pool.RestoreCooldown(ip, now); err == nil && n.pool.IsCooling(ip) {
+					n.host.restartCooling[ip] = true
+				}
+			}
+		}
+	}
+}
+
+// Step feeds one event to the machine at now.
+func (n *Node) Step(now time.Time, ev Event) {
+	if now.Before(n.last) {
+		now = n.last // a clock never runs backwards for the machine
+	}
+	n.last = now
+	switch ev := ev.(type) {
+	case AddRequest:
+		n.onAdd(ev, now)
+	case DelRequest:
+		n.onDel(ev, now)
+	case GCRequest:
+		n.onGC(ev, now)
+	case Cancel:
+		n.reqs.cancel(ev.ID, now, n.cfg.DemandMemory)
+	case Tick:
+	case ResyncNow:
+		n.cloud.nextResync = now
+	case Persisted:
+		n.onPersisted(ev, now)
+	case ENIConfigUpdate:
+		n.onENIConfig(ev)
+	case ResyncResult:
+		n.onResync(ev, now)
+	case HostResult:
+		n.onHost(ev, now)
+	case ActionResult:
+		n.onAction(ev, now)
+	case AttachResult:
+		n.onAttach(ev, now)
+	case DOTResult:
+		n.onDOT(ev, now)
+	case DeleteResult:
+		n.onDelete(ev, now)
+	default:
+		panic(fmt.Sprintf("nodestate: unknown event %T", ev))
+	}
+	n.afterStep(now)
+}
+
+// afterStep does what every event may have made due: timed-out Adds,
+// waiting Adds that can now be served, periodic reads, a plan, a write.
+func (n *Node) afterStep(now time.Time) {
+	n.reqs.expireDemand(now)
+	n.serveWaiters(now)
+	n.expireWaiters(now)
+	n.periodic(now)
+	n.plan(now)
+	n.persist(now)
+}
+
+// Ready returns what the machine wants done and forgets it: the caller
+// owns it now.
+func (n *Node) Ready() Ready {
+	rd := n.out
+	n.out = Ready{}
+	rd.Wake = n.wake()
+	return rd
+}
+
+// wake is the earliest instant something comes due.
+func (n *Node) wake() time.Time {
+	var w time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (w.IsZero() || t.Before(w)) {
+			w = t
+		}
+	}
+	earliest(n.cloud.nextResync)
+	earliest(n.reqs.nextDeadline())
+	earliest(n.jobs.nextScheduled())
+	if n.reqs.waiting() > 0 || n.pool.Stats(n.last).Cooling > 0 {
+		earliest(n.pool.Stats(n.last).NextFree)
+	}
+	if n.cloud.grow.blocked(n.last) {
+		earliest(n.cloud.grow.until)
+	}
+	if n.cloud.shrink.blocked(n.last) {
+		earliest(n.cloud.shrink.until)
+	}
+	earliest(n.dur.retryAt)
+	earliest(n.host.nextReclaim)
+	return w
+}
+
+// state is what the checkpoint must hold: every real assignment and every
+// stale entry, less the attachments being released.
+func (n *Node) state() checkpoint.State {
+	var s checkpoint.State
+	for _, as := range n.pool.Assignments() {
+		if IsQuarantine(as.Key) || n.dur.releasing[as.Key] {
+			continue
+		}
+		s.Entries = append(s.Entries, checkpoint.Entry{Key: as.Key, Addr: as.Addr, Pod: as.Pod, AssignedAt: as.AssignedAt})
+	}
+	for _, e := range n.stale {
+		if !n.dur.releasing[e.Key] {
+			s.Entries = append(s.Entries, e)
+		}
+	}
+	slices.SortFunc(s.Entries, func(x, y checkpoint.Entry) int { return x.Addr.Compare(y.Addr) })
+	return s
+}
+
+func (n *Node) staleIndex(key ipam.Key) int {
+	return slices.IndexFunc(n.stale, func(e checkpoint.Entry) bool { return e.Key == key })
+}
+
+func (n *Node) job(j Job) Job {
+	j = n.jobs.start(j)
+	n.out.Jobs = append(n.out.Jobs, j)
+	return j
+}

@@ -1,0 +1,256 @@
+package nodestate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// Growth backoff: when EC2 refuses to grow the pool (the subnet is full,
+// the instance has no ENI slot left, the account is throttled, a
+// permission is missing), asking again on every event only spends the
+// account's API budget. After a refusal growth waits 5 s, doubling to 2
+// minutes; growth EC2 accepts resets it. Shrinking is never held back.
+const (
+	minGrowBackoff = 5 * time.Second
+	maxGrowBackoff = 2 * time.Minute
+)
+
+type growBackoff struct {
+	delay time.Duration
+	until time.Time
+}
+
+func (b *growBackoff) blocked(now time.Time) bool { return now.Before(b.until) }
+
+func (b *growBackoff) refused(now time.Time) time.Duration {
+	b.delay = min(max(2*b.delay, minGrowBackoff), maxGrowBackoff)
+	b.until = now.Add(b.delay)
+	return b.delay
+}
+
+func (b *growBackoff) reset() { *b = growBackoff{} }
+
+func isGrowth(act ipam.Action) bool {
+	return act.Kind == ipam.AssignBlocks || act.Kind == ipam.AttachENI
+}
+
+func isShrink(act ipam.Action) bool {
+	return act.Kind == ipam.ReleaseBlocks || act.Kind == ipam.DetachENI
+}
+
+// Plan is what the planner would do now, with waiting and remembered Adds
+// counted as demand and attachments under way counted as capacity, and
+// the shortfall it found.
+func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
+	snap := n.pool.Snapshot(now)
+	n.countRestartCoolingAsFree(&snap)
+	snap.Waiting = n.reqs.demandCount()
+	snap.ENIs = append(snap.ENIs, n.pendingENIs(now)...)
+	return ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
+}
+
+// countRestartCoolingAsFree: addresses cooling only because the agent
+// restarted are not demand the pool failed to meet, and must not make it
+// grow (a restart with no pod change makes no EC2 change).
+func (n *Node) countRestartCoolingAsFree(snap *ipam.Snapshot) {
+	rc := n.host.restartCooling
+	if len(rc) == 0 {
+		return
+	}
+	for ip := range rc {
+		if !n.pool.IsCooling(ip) {
+			delete(rc, ip)
+		}
+	}
+	for i := range snap.ENIs {
+		for j := range snap.ENIs[i].Blocks {
+			b := &snap.ENIs[i].Blocks[j]
+			k := 0
+			for ip := range rc {
+				if b.Prefix.Contains(ip) {
+					k++
+				}
+			}
+			k = min(k, b.Cooling)
+			b.Cooling -= k
+			b.Free += k
+		}
+	}
+}
+
+// pendingENIs stands each attachment under way in for the ENI it will
+// add: its device index and blocks, all free. The block prefixes are
+// placeholders in 0.0.0.0/8, which no VPC uses.
+func (n *Node) pendingENIs(now time.Time) []ipam.ENIState {
+	var out []ipam.ENIState
+	add := func(dev int, act ipam.Action) {
+		e := ipam.ENIState{ENI: ipam.ENI{
+			ID: fmt.Sprintf("attaching-%d", dev), DeviceIndex: dev,
+			SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups, CreatedAt: now,
+		}}
+		size, bits := 1, 32
+		if act.Prefixes {
+			size, bits = 16, 28
+		}
+		for i := range act.Count {
+			k := i * size
+			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{0, byte(dev), byte(k >> 8), byte(k)}), bits)
+			e.Blocks = append(e.Blocks, ipam.BlockState{Prefix: p, Free: size})
+		}
+		out = append(out, e)
+	}
+	for _, at := range n.cloud.attaching {
+		add(at.device, at.action)
+	}
+	for _, j := range n.jobs.inFlight {
+		if j.Kind == JobAction && j.Action.Kind == ipam.AttachENI {
+			add(j.Device, j.Action)
+		}
+	}
+	// Map order must not reach the planner: a seed replays exactly.
+	slices.SortFunc(out, func(a, b ipam.ENIState) int { return a.DeviceIndex - b.DeviceIndex })
+	return out
+}
+
+// plan runs the planner and hands out its actions, unless actions other
+// than attachments are still under way: then the next event plans again
+// from what actually happened. While ENIs attach, only further attaches
+// are started, so a burst gets every ENI it needs at once.
+func (n *Node) plan(now time.Time) {
+	n.dropFreePrimaryBlocks(now)
+	if n.jobs.running(func(j Job) bool { return j.Kind == JobAction && j.Action.Kind != ipam.AttachENI }) {
+		return
+	}
+	attachesUnderWay := len(n.cloud.attaching) + n.jobs.count(func(j Job) bool { return j.Kind == JobAction })
+	actions, short := n.Plan(now)
+	n.cloud.lastShortfall = short
+	n.cloud.lastPlan = now
+	if short.Short() && n.reqs.waiting() > 0 {
+		n.shortfallNotice(short)
+	}
+	for _, act := range n.filter(actions, now, attachesUnderWay > 0) {
+		n.start(act, now, &attachesUnderWay)
+	}
+}
+
+// filter drops what may not happen now: ENI changes while the ENIConfig
+// is unusable, growth while EC2's refusal is backed off, anything but
+// attaches while attaches are under way, and shrinking while the host's
+// pods are unknown or quarantined addresses exist.
+func (n *Node) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
+	hold := !n.host.ok || len(n.host.quarantined) > 0
+	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
+		switch {
+		case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK && (act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI):
+			return true
+		case isGrowth(act) && n.cloud.grow.blocked(now):
+			return true
+		case attaching && act.Kind != ipam.AttachENI:
+			return true
+		case isShrink(act) && (hold || n.cloud.shrink.blocked(now)):
+			return true
+		}
+		return false
+	})
+}
+
+// start hands one action out. Blocks and ENIs leave the pool before EC2
+// is asked to release them, so no pod can be given an address on its way
+// out; what the release does not give back returns with its result.
+func (n *Node) start(act ipam.Action, now time.Time, attaches *int) {
+	switch act.Kind {
+	case ipam.ReleaseBlocks:
+		var removed []netip.Prefix
+		for _, b := range act.Blocks {
+			if n.pool.RemoveBlock(b, now) == nil {
+				removed = append(removed, b)
+			}
+		}
+		if len(removed) == 0 {
+			return
+		}
+		act.Blocks = removed
+		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
+		n.job(Job{Kind: JobAction, Action: act})
+	case ipam.DetachENI:
+		pe, ok := n.pool.ENI(act.ENIID)
+		if !ok || n.pool.RemoveENI(act.ENIID, now) != nil {
+			return
+		}
+		m := n.meta[act.ENIID]
+		delete(n.meta, act.ENIID)
+		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
+		n.job(Job{Kind: JobAction, Action: act, ENI: ENIInfo{ID: pe.ID, DeviceIndex: pe.DeviceIndex, SubnetID: pe.SubnetID,
+			SubnetCIDR: pe.SubnetCIDR, PrimaryIP: pe.PrimaryIP, MAC: m.MAC, AttachmentID: m.AttachmentID}})
+	case ipam.AssignBlocks:
+		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
+		n.job(Job{Kind: JobAction, Action: act})
+	case ipam.AttachENI:
+		if *attaches >= maxInFlightAttaches {
+			return
+		}
+		dev, ok := n.freeDevice()
+		if !ok {
+			n.cloud.lastGrowErr = fmt.Errorf("attach ENI: no free device index below %d", n.cfg.Limits.MaxENIs)
+			return
+		}
+		*attaches++
+		n.log.Info("EC2 change", "action", act.String(), "device", dev, "reason", act.Reason)
+		n.job(Job{Kind: JobAction, Action: act, Device: dev})
+	}
+}
+
+// freeDevice is the lowest device index no ENI uses, EC2 reported taken,
+// or an attachment under way claims.
+func (n *Node) freeDevice() (int, bool) {
+	used := make(map[int]bool)
+	for d := range n.cloud.devices {
+		used[d] = true
+	}
+	for _, e := range n.pool.ENIs() {
+		used[e.DeviceIndex] = true
+	}
+	for _, at := range n.cloud.attaching {
+		used[at.device] = true
+	}
+	for _, j := range n.jobs.inFlight {
+		if j.Kind == JobAction && j.Action.Kind == ipam.AttachENI {
+			used[j.Device] = true
+		}
+		if j.Kind == JobAction && j.Action.Kind == ipam.DetachENI {
+			used[j.ENI.DeviceIndex] = true
+		}
+	}
+	for d := 0; d < n.cfg.Limits.MaxENIs; d++ {
+		if !used[d] {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// dropFreePrimaryBlocks takes out of the pool, with custom networking,
+// blocks of the primary ENI that no pod holds any more, so no new pod is
+// given one. They stay assigned in EC2.
+func (n *Node) dropFreePrimaryBlocks(now time.Time) {
+	if !n.cfg.CustomNetwork {
+		return
+	}
+	for _, es := range n.pool.Stats(now).ENIs {
+		if es.DeviceIndex != 0 {
+			continue
+		}
+		for _, b := range es.Blocks {
+			if b.Assigned > 0 || b.Cooling > 0 {
+				continue
+			}
+			if err := n.pool.RemoveBlock(b.Prefix, now); err == nil {
+				n.log.Info("custom networking: address on the primary ENI no longer used for pods", "block", b.Prefix.String())
+			}
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package nodestate
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// waiter is an Add blocked for lack of a free address.
+type waiter struct {
+	id       uint64
+	key      ipam.Key
+	pod      ipam.Pod
+	deadline time.Time
+}
+
+// requests are the Adds waiting for an address, and the demand of those
+// that gave up: kubelet retries a failed ADD, so for DemandMemory it still
+// counts, and a burst cannot make the pool detach and re-attach.
+type requests struct {
+	waiters []waiter
+	demand  map[ipam.Key]time.Time
+}
+
+func (r *requests) init() { r.demand = make(map[ipam.Key]time.Time) }
+
+func (r *requests) waiting() int { return len(r.waiters) }
+
+// demandCount is waiting Adds plus remembered ones, for the planner.
+func (r *requests) demandCount() int { return len(r.waiters) + len(r.demand) }
+
+func (r *requests) nextDeadline() time.Time {
+	var t time.Time
+	for _, w := range r.waiters {
+		if t.IsZero() || w.deadline.Before(t) {
+			t = w.deadline
+		}
+	}
+	for _, until := range r.demand {
+		if t.IsZero() || until.Before(t) {
+			t = until
+		}
+	}
+	return t
+}
+
+func (r *requests) expireDemand(now time.Time) {
+	for k, until := range r.demand {
+		if !now.Before(until) {
+			delete(r.demand, k)
+		}
+	}
+}
+
+// cancel drops waiter id; its demand is remembered.
+func (r *requests) cancel(id uint64, now time.Time, memory time.Duration) {
+	i := slices.IndexFunc(r.waiters, func(w waiter) bool { return w.id == id })
+	if i < 0 {
+		return
+	}
+	r.demand[r.waiters[i].key] = now.Add(memory)
+	r.waiters = slices.Delete(r.waiters, i, i+1)
+}
+
+func (n *Node) onAdd(ev AddRequest, now time.Time) {
+	delete(n.reqs.demand, ev.Key)
+	if as, ok := n.pool.Lookup(ev.Key); ok && !n.dur.releasing[ev.Key] {
+		eni, _ := n.pool.ENI(as.ENIID)
+		// Already durable, or on its way: either way the reply waits for
+		// the version that holds it, and only then may the plugin wire.
+		key := ev.Key
+		n.after(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
+			if ok {
+				n.host.answered[key] = n.last
+			}
+		})
+		return
+	}
+	if n.dur.releasing[ev.Key] {
+		// The runtime never runs two operations on one attachment at once;
+		// a new Add during a release is a retry after the Del: fail it so
+		// it comes back once the release is durable.
+		n.out.Replies = append(n.out.Replies, Reply{ID: ev.ID, Err: errors.New("the attachment's previous address is still being released; retry")})
+		return
+	}
+	if n.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
+		return
+	}
+	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod, deadline: now.Add(n.cfg.AddWait)})
+}
+
+// tryAssign gives key an address if one is free; the reply waits for the
+// checkpoint that records it, and a failed write takes it back.
+func (n *Node) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) bool {
+	as, err := n.pool.Assign(key, pod, now)
+	if err != nil {
+		var nf *ipam.NoFreeAddressError
+		if !errors.As(err, &nf) {
+			n.out.Replies = append(n.out.Replies, Reply{ID: id, Err: err})
+			return true
+		}
+		return false
+	}
+	if i := n.staleIndex(key); i >= 0 {
+		n.log.Warn("stale checkpoint entry replaced: the runtime added the attachment again", "key", key.String())
+		n.stale = slices.Delete(n.stale, i, i+1)
+	}
+	// A stale entry naming this address is disproved: the address is on
+	// the node, free, and routed to no pod, so no pod of that entry lives.
+	n.stale = slices.DeleteFunc(n.stale, func(e checkpoint.Entry) bool {
+		if e.Addr != as.Addr {
+			return false
+		}
+		n.log.Warn("stale checkpoint entry dropped: its address is free on the node and routed to no pod", "key", e.Key.String(), "addr", e.Addr.String())
+		return true
+	})
+	n.dur.changed()
+	eni, _ := n.pool.ENI(as.ENIID)
+	n.after(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
+		if ok {
+			n.host.answered[key] = n.last
+			n.log.Info("assigned", "key", key.String(), "pod", pod.String(), "addr", as.Addr.String(), "eni", as.ENIID)
+			return
+		}
+		// Not durable, so not given: the address cools down as if freed,
+		// which is the safe side if the write did reach the disk.
+		if cur, held := n.pool.Lookup(key); held && cur.Addr == as.Addr {
+			n.pool.Unassign(key, n.last)
+			n.dur.changed()
+		}
+	})
+	return true
+}
+
+// serveWaiters hands free addresses to waiting Adds, oldest first.
+func (n *Node) serveWaiters(now time.Time) {
+	for len(n.reqs.waiters) > 0 {
+		w := n.reqs.waiters[0]
+		if !n.tryAssign(w.id, w.key, w.pod, now) {
+			return
+		}
+		n.reqs.waiters = n.reqs.waiters[1:]
+	}
+}
+
+// expireWaiters fails the Adds whose wait is over, each with the reason.
+func (n *Node) expireWaiters(now time.Time) {
+	var keep []waiter
+	for _, w := range n.reqs.waiters {
+		if now.Before(w.deadline) {
+			keep = append(keep, w)
+			continue
+		}
+		n.reqs.demand[w.key] = now.Add(n.cfg.DemandMemory)
+		e := n.explain(w.pod, now)
+		n.out.Replies = append(n.out.Replies, Reply{ID: w.id, Err: e})
+	}
+	n.reqs.waiters = keep
+}
+
+// onDel takes key out of the checkpoint, and only once that is on disk
+// lets the pool free the address, into cooldown. Unknown keys succeed: the
+// runtime may repeat a Del, or the agent may have restarted in between.
+func (n *Node) onDel(ev DelRequest, now time.Time) {
+	n.dropWaiter(ev.Key)
+	delete(n.reqs.demand, ev.Key)
+	_, held := n.pool.Lookup(ev.Key)
+	if !held && n.staleIndex(ev.Key) < 0 {
+		n.after(Reply{ID: ev.ID}, nil)
+		return
+	}
+	n.release(ev.Key, "released", func(as ipam.Assignment, ok bool, err error) Reply {
+		return Reply{ID: ev.ID, Assignment: as, Released: ok && held, Err: err}
+	})
+}
+
+func (n *Node) dropWaiter(key ipam.Key) {
+	n.reqs.waiters = slices.DeleteFunc(n.reqs.waiters, func(w waiter) bool {
+		if w.key == key {
+			n.out.Replies = append(n.out.Replies, Reply{ID: w.id, Err: errors.New("the runtime deleted the attachment while its ADD waited for an address")})
+			return true
+		}
+		return false
+	})
+}
+
+// release drops key from the checkpoint; once durable, the address leaves
+// the pool's hands (cooling) and reply builds the answer, if any.
+func (n *Node) release(key ipam.Key, why string, reply func(as ipam.Assignment, ok bool, err error) Reply) {
+	if n.dur.releasing == nil {
+		n.dur.releasing = make(map[ipam.Key]bool)
+	}
+	n.dur.releasing[key] = true
+	n.dur.changed()
+	as, _ := n.pool.Lookup(key)
+	r := Reply{}
+	if reply != nil {
+		r = reply(as, false, nil)
+	}
+	n.after(r, func(out *Reply, ok bool) {
+		delete(n.dur.releasing, key)
+		if !ok {
+			n.dur.changed() // the key is back in what must be written
+			if reply != nil {
+				*out = reply(as, false, errors.New("release not recorded"))
+			}
+			return
+		}
+		if i := n.staleIndex(key); i >= 0 {
+			n.stale = slices.Delete(n.stale, i, i+1)
+		}
+		freed, held := n.pool.Unassign(key, n.last)
+		if held {
+			n.host.releasedAt[freed.Addr] = n.last
+			n.log.Info(why, "key", key.String(), "pod", freed.Pod.String(), "addr", freed.Addr.String(), "cooldown", n.cfg.Cooldown.String())
+		}
+		if reply != nil {
+			*out = reply(freed, held, nil)
+		}
+	})
+}
+
+// onGC releases every assignment of the network the runtime no longer
+// has, once older than the cooldown: an attachment whose ADD is still in
+// flight is not yet in the runtime's list and must not be collected.
+func (n *Node) onGC(ev GCRequest, now time.Time) {
+	var gone []ipam.Assignment
+	for _, as := range n.pool.Assignments() {
+		if as.Key.Network != ev.Network || ev.Valid[as.Key] || IsQuarantine(as.Key) || n.dur.releasing[as.Key] || n.replying(as.Key) || now.Sub(as.AssignedAt) < n.cfg.Cooldown {
+			continue
+		}
+		gone = append(gone, as)
+	}
+	for _, as := range gone {
+		n.release(as.Key, "released by GC: the runtime no longer has the attachment", nil)
+	}
+	n.after(Reply{ID: ev.ID, Gone: gone}, nil)
+}

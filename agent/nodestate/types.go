@@ -1,0 +1,305 @@
+package nodestate
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// Config is what the machine needs to know about the node and its settings.
+type Config struct {
+	InstanceID   string
+	InstanceType string
+	Plan         ipam.PlanConfig
+	Limits       ipam.Limits
+	// Cooldown is how long a freed address waits before another pod may
+	// have it (IP_COOLDOWN_PERIOD).
+	Cooldown time.Duration
+	// AddWait bounds how long an Add waits for an address.
+	AddWait time.Duration
+	// DemandMemory is how long an Add that timed out still counts as
+	// demand: kubelet retries it, so the pool must not shrink under it.
+	DemandMemory time.Duration
+	// ReclaimAfter is how long an assignment's address must be missing
+	// from the host's pod routes before the agent releases it itself (a
+	// DEL it never saw). Longer than any ADD in flight.
+	ReclaimAfter time.Duration
+	// ResyncInterval is how often EC2 and the host are read again.
+	ResyncInterval time.Duration
+	// AttachTimeout bounds how long an attachment is waited for.
+	AttachTimeout time.Duration
+	// CustomNetwork: pods get addresses only on secondary ENIs in the
+	// ENIConfig's subnet; the primary ENI's free addresses are not used.
+	CustomNetwork bool
+	// HostVeth names the host veth of a pod (the Amazon VPC CNI's rule);
+	// nil skips the check that a routed address goes to the pod the
+	// checkpoint says holds it.
+	HostVeth func(ipam.Pod) string
+	// Classify tells the machine what kind of EC2 error it got.
+	Classify func(error) ErrorClass
+	Log      *slog.Logger
+}
+
+// ENIInfo is one attached ENI as EC2 (and, for a new one, the host
+// set-up) reported it.
+type ENIInfo struct {
+	ID             string
+	DeviceIndex    int
+	SubnetID       string
+	SubnetCIDR     netip.Prefix
+	SecurityGroups []string
+	PrimaryIP      netip.Addr
+	MAC            string
+	AttachmentID   string
+	// DeleteOnTermination as EC2 reports it for the attachment.
+	DeleteOnTermination bool
+	CreatedAt           time.Time
+	Blocks              []netip.Prefix
+	// HostErr says why the host side of a new secondary ENI could not be
+	// set up; such an ENI is not used until a later resync succeeds.
+	HostErr error
+}
+
+// Boot is what the agent read before the machine starts: the checkpoint,
+// the ENIs EC2 says are attached, and the host's pod routes.
+type Boot struct {
+	Checkpoint checkpoint.State
+	// CheckpointMissing says no checkpoint existed (a new node or a lost
+	// file): then nothing cools down at start, unless the host routes it.
+	CheckpointMissing bool
+	ENIs              []ENIInfo
+	// Devices are the device indexes taken on the instance, by any ENI
+	// (ours or not).
+	Devices []int
+	Routed  []Route
+}
+
+// Route is an address the host routes to a pod, and the host veth it
+// goes to ("" when the host cannot say).
+type Route struct {
+	Addr netip.Addr
+	Link string
+}
+
+// Event is an input to Step.
+type Event interface{ event() }
+
+// AddRequest asks for an address for Key. ID names the reply.
+type AddRequest struct {
+	ID  uint64
+	Key ipam.Key
+	Pod ipam.Pod
+}
+
+// DelRequest gives Key's address back.
+type DelRequest struct {
+	ID  uint64
+	Key ipam.Key
+}
+
+// GCRequest releases every assignment of Network whose key is not in
+// Valid, once older than the cooldown.
+type GCRequest struct {
+	ID      uint64
+	Network string
+	Valid   map[ipam.Key]bool
+}
+
+// Cancel says the caller of request ID has gone (the plugin's deadline);
+// a waiting Add stops waiting but still counts as demand.
+type Cancel struct{ ID uint64 }
+
+// Tick says time has passed; the machine looks at what came due.
+type Tick struct{}
+
+// ResyncNow reads EC2 and the host again now rather than at the next
+// periodic pass (an operator's or a test's request).
+type ResyncNow struct{}
+
+// Persisted acknowledges the Persist of Version.
+type Persisted struct {
+	Version uint64
+	Err     error
+}
+
+// ENIConfigUpdate is the node's ENIConfig verdict, with custom networking.
+type ENIConfigUpdate struct {
+	OK             bool
+	Message        string
+	SubnetID       string
+	SecurityGroups []string
+}
+
+// ResyncResult is what EC2 says is attached to the instance.
+type ResyncResult struct {
+	JobID   uint64
+	ENIs    []ENIInfo
+	Devices []int
+	Err     error
+}
+
+// HostResult is the host's pod routes.
+type HostResult struct {
+	JobID  uint64
+	Routed []Route
+	Err    error
+}
+
+// ActionResult is the outcome of a JobAction.
+type ActionResult struct {
+	JobID uint64
+	// Blocks are the blocks EC2 assigned (AssignBlocks) or released
+	// (ReleaseBlocks).
+	Blocks []netip.Prefix
+	// ENIID and AttachmentID name the ENI AttachENI created and attached;
+	// DeleteOnTermination says whether setting it succeeded.
+	ENIID               string
+	AttachmentID        string
+	DeleteOnTermination bool
+	// Routed is set when a release or detach was declined because the
+	// host routes into it.
+	Routed []Route
+	// Skipped says the action was declined at the last moment without
+	// an EC2 change (not attached per EC2, or routed on the host).
+	Skipped bool
+	Err     error
+}
+
+// AttachResult answers JobConfirmAttach: the ENI once EC2 says it is
+// attached and its host side is set up, or not yet.
+type AttachResult struct {
+	JobID  uint64
+	ENI    ENIInfo
+	NotYet bool
+	Err    error
+}
+
+// DOTResult answers JobSetDeleteOnTermination.
+type DOTResult struct {
+	JobID uint64
+	Err   error
+}
+
+// DeleteResult answers JobDeleteENI; NotYet says EC2 still detaches it.
+type DeleteResult struct {
+	JobID  uint64
+	NotYet bool
+	Err    error
+}
+
+func (AddRequest) event()      {}
+func (DelRequest) event()      {}
+func (GCRequest) event()       {}
+func (Cancel) event()          {}
+func (Tick) event()            {}
+func (ResyncNow) event()       {}
+func (Persisted) event()       {}
+func (ENIConfigUpdate) event() {}
+func (ResyncResult) event()    {}
+func (HostResult) event()      {}
+func (ActionResult) event()    {}
+func (AttachResult) event()    {}
+func (DOTResult) event()       {}
+func (DeleteResult) event()    {}
+
+// JobKind says what a Job asks the executor to do.
+type JobKind int
+
+const (
+	// JobResync lists the ENIs attached to the instance; new secondary
+	// ENIs (not in Known) get their host side set up first.
+	JobResync JobKind = iota + 1
+	// JobHostCheck reads the host's pod routes.
+	JobHostCheck
+	// JobAction performs a planner action. A release or detach first
+	// confirms with EC2 that the ENI is attached here and re-reads the
+	// host's pod routes, and declines if anything routes into it. An
+	// attach creates and attaches the ENI at Device and sets
+	// DeleteOnTermination; it does not wait for the attachment.
+	JobAction
+	// JobConfirmAttach asks EC2 whether ENIID is attached yet and, once it
+	// is, sets up its host side.
+	JobConfirmAttach
+	// JobSetDeleteOnTermination sets DeleteOnTermination on ENIID.
+	JobSetDeleteOnTermination
+	// JobDeleteENI deletes a detached ENIID once EC2 says it is available.
+	JobDeleteENI
+)
+
+func (k JobKind) String() string {
+	switch k {
+	case JobResync:
+		return "resync"
+	case JobHostCheck:
+		return "host-check"
+	case JobAction:
+		return "action"
+	case JobConfirmAttach:
+		return "confirm-attach"
+	case JobSetDeleteOnTermination:
+		return "set-delete-on-termination"
+	case JobDeleteENI:
+		return "delete-eni"
+	}
+	return "unknown"
+}
+
+// Job is one piece of I/O the machine wants done.
+type Job struct {
+	ID     uint64
+	Kind   JobKind
+	Action ipam.Action
+	// Device is the device index for an attach.
+	Device int
+	// ENIID and AttachmentID for confirm, DeleteOnTermination and delete.
+	ENIID        string
+	AttachmentID string
+	// Known lists the ENIs already in the pool, for a resync.
+	Known []string
+	// ENI is the detaching ENI, for the host teardown of a detach.
+	ENI ENIInfo
+}
+
+// Persist asks for the checkpoint State to be written as Version.
+type Persist struct {
+	Version uint64
+	State   checkpoint.State
+}
+
+// Reply answers request ID.
+type Reply struct {
+	ID uint64
+	// Assignment is the address given (Add) or released (Del).
+	Assignment ipam.Assignment
+	// ENI is the Assignment's ENI, for the plugin's routing.
+	ENI ipam.ENI
+	// Existing says the Add found the key already holding the address.
+	Existing bool
+	// Released says the Del gave an address back.
+	Released bool
+	// Gone are the assignments a GC released.
+	Gone []ipam.Assignment
+	Err  error
+}
+
+// Notice is a Kubernetes Event the machine wants recorded; the zero Pod
+// means the node's Node.
+type Notice struct {
+	Pod     ipam.Pod
+	Warning bool
+	Reason  string
+	Message string
+}
+
+// Ready is what Step produced: the caller performs it and reports back.
+type Ready struct {
+	Persist *Persist
+	Jobs    []Job
+	Replies []Reply
+	Notices []Notice
+	// Wake is when the machine wants a Tick; zero means no timer.
+	Wake time.Time
+}

@@ -1,0 +1,142 @@
+package nodestate
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// ENIView is one ENI of the pool with what the machine keeps beside it.
+type ENIView struct {
+	ipam.ENI
+	MAC                 string
+	DeleteOnTermination bool
+}
+
+// View is a copy of what the machine knows, for /v1 and readiness. It is
+// built in the owner goroutine and then read anywhere.
+type View struct {
+	Stats       ipam.Stats
+	Assignments []ipam.Assignment
+	ENIs        map[string]ENIView
+	Quarantined []netip.Addr
+	Stale       []checkpoint.Entry
+	Waiting     int
+	// Demand is waiting Adds plus those that timed out recently.
+	Demand          int
+	Planned         []ipam.Action
+	Shortfall       ipam.Shortfall
+	GrowthHeldUntil time.Time
+	// ReleaseHold says why nothing may be released now, or "".
+	ReleaseHold string
+	CloudOK     bool
+	LastEC2Err  string
+	LastGrowErr error
+	LastPlan    time.Time
+	Reclaimed   int
+	Attaching   int
+	// CheckpointVersion and Written say whether the pool's state is on
+	// disk yet.
+	CheckpointVersion, Written uint64
+	ENIConfigOK                bool
+	ENIConfigMessage           string
+	// InFlight counts jobs handed out and not yet answered.
+	InFlight int
+	// PendingDOT lists ENIs of the pool without DeleteOnTermination.
+	PendingDOT []string
+}
+
+// View copies the machine's state at now.
+func (n *Node) View(now time.Time) View {
+	v := View{
+		Stats:             n.pool.Stats(now),
+		Assignments:       n.pool.Assignments(),
+		ENIs:              make(map[string]ENIView),
+		Stale:             slices.Clone(n.stale),
+		Waiting:           n.reqs.waiting(),
+		Demand:            n.reqs.demandCount(),
+		Shortfall:         n.cloud.lastShortfall,
+		ReleaseHold:       n.host.hold,
+		CloudOK:           n.cloud.ok,
+		LastEC2Err:        n.cloud.lastErr,
+		LastGrowErr:       n.cloud.lastGrowErr,
+		LastPlan:          n.cloud.lastPlan,
+		Reclaimed:         n.host.reclaimed,
+		Attaching:         len(n.cloud.attaching),
+		CheckpointVersion: n.dur.version,
+		Written:           n.dur.written,
+		ENIConfigOK:       n.cloud.eniCfgOK,
+		ENIConfigMessage:  n.cloud.eniCfgMsg,
+		InFlight:          len(n.jobs.inFlight),
+	}
+	for _, e := range n.pool.ENIs() {
+		m := n.meta[e.ID]
+		v.ENIs[e.ID] = ENIView{ENI: e, MAC: m.MAC, DeleteOnTermination: m.DOT}
+		if !m.DOT {
+			v.PendingDOT = append(v.PendingDOT, e.ID)
+		}
+	}
+	slices.Sort(v.PendingDOT)
+	v.Quarantined = quarantinedAddrs(n.host.quarantined)
+	if n.cloud.grow.blocked(now) {
+		v.GrowthHeldUntil = n.cloud.grow.until
+	}
+	// What the planner wants, held back or not: /v1/status shows it with
+	// GrowthHeldUntil and ReleaseHold beside it.
+	v.Planned, _ = n.Plan(now)
+	return v
+}
+
+// Lookup returns what key holds, if anything durable or on its way.
+func (n *Node) Lookup(key ipam.Key) (ipam.Assignment, ipam.ENI, bool) {
+	as, ok := n.pool.Lookup(key)
+	if !ok || n.dur.releasing[key] {
+		return ipam.Assignment{}, ipam.ENI{}, false
+	}
+	eni, _ := n.pool.ENI(as.ENIID)
+	return as, eni, true
+}
+
+// Summary is View without the per-address and per-ENI parts and the
+// plan: cheap enough to publish after every event.
+func (n *Node) Summary(now time.Time) View {
+	return View{
+		Stats:       n.pool.Stats(now),
+		Waiting:     n.reqs.waiting(),
+		Demand:      n.reqs.demandCount(),
+		Shortfall:   n.cloud.lastShortfall,
+		ReleaseHold: n.host.hold,
+		CloudOK:     n.cloud.ok,
+		LastEC2Err:  n.cloud.lastErr,
+		LastGrowErr: n.cloud.lastGrowErr,
+		Reclaimed:   n.host.reclaimed,
+		Attaching:   len(n.cloud.attaching),
+		InFlight:    len(n.jobs.inFlight),
+		Quarantined: quarantinedAddrs(n.host.quarantined),
+		Stale:       slices.Clone(n.stale),
+		ENIConfigOK: n.cloud.eniCfgOK,
+	}
+}
+
+func quarantinedAddrs(q map[netip.Addr]bool) []netip.Addr {
+	out := make([]netip.Addr, 0, len(q))
+	for ip := range q {
+		out = append(out, ip)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// Holder is who holds addr in the pool, if anyone.
+func (n *Node) Holder(addr netip.Addr) (ipam.Key, bool) {
+	as, ok := n.pool.LookupAddr(addr)
+	return as.Key, ok
+}
+
+// Idle says no job, write or attachment is under way.
+func (n *Node) Idle() bool {
+	return len(n.jobs.inFlight) == 0 && len(n.jobs.later) == 0 && len(n.cloud.attaching) == 0 && n.dur.inFlight == 0 && n.dur.version == n.dur.written
+}

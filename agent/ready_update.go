@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/cniconf"
+)
+
+// publish stores a summary of the node state for readers that must not
+// wait for the owner (metrics, readiness), re-evaluates the conditions
+// that change after start-up, and installs the CNI configuration the
+// first time all hold. The write happens off the owner goroutine.
+func (a *Agent) publish(ctx context.Context, n *nodestate.Node) {
+	now := a.clk.Now()
+	v := n.Summary(now)
+	a.summary.Store(&health{view: v})
+	a.met.unknownRoutes.Set(float64(len(v.Quarantined)))
+	a.met.staleEntries.Set(float64(len(v.Stale)))
+	a.updateReadiness(ctx, v)
+}
+
+func (a *Agent) updateReadiness(ctx context.Context, v nodestate.View) {
+	st, short, growErr := v.Stats, v.Shortfall, v.LastGrowErr
+	if v.CloudOK {
+		a.ready.set(CondCloud, true, "EC2 reachable; pool matches what EC2 says is attached")
+	} else {
+		a.ready.set(CondCloud, false, "EC2 unreachable: "+v.LastEC2Err)
+	}
+	switch {
+	case st.Free > 0:
+		a.ready.set(CondAddresses, true, fmt.Sprintf("%d addresses free", st.Free))
+	case st.Cooling > 0:
+		a.ready.set(CondAddresses, true, fmt.Sprintf("no address free now; %d come out of cooldown from %s", st.Cooling, st.NextFree.Format(time.RFC3339)))
+	case v.CloudOK && !short.Short() && growErr == nil:
+		a.ready.set(CondAddresses, true, "no address free now; more obtainable from EC2")
+	case short.Short():
+		a.ready.set(CondAddresses, false, short.String())
+	case growErr != nil:
+		a.ready.set(CondAddresses, false, "no address free and growing the pool failed: "+growErr.Error())
+	default:
+		a.ready.set(CondAddresses, false, "no address free and EC2 unreachable")
+	}
+	ready, _ := a.ready.get()
+	if ready && a.confState.CompareAndSwap(confNone, confWriting) {
+		go a.installConf(ctx)
+	}
+	// Only once the configuration is written may the startup taint go:
+	// the node can network its pods.
+	a.kube.SetReady(ready && a.confState.Load() == confWritten)
+}
+
+// The CNI configuration's state: not yet written, being written, written.
+const (
+	confNone int32 = iota
+	confWriting
+	confWritten
+)
+
+func (a *Agent) installConf(ctx context.Context) {
+	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, PortMap: true}
+	if err := cniconf.Install(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
+		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
+		a.confState.Store(confNone)
+		return
+	}
+	a.confState.Store(confWritten)
+	a.log.Info("ready: CNI configuration written", "path", a.cfg.CNIConfPath())
+	a.kube.SetReady(true)
+	// Wake the owner so readiness is published with the file in place.
+	a.send(ctx, nodestate.Tick{})
+}

@@ -1,0 +1,281 @@
+package simulation
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/sim"
+)
+
+// faultActions are the EC2 actions faults are injected into.
+var faultActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", "AssignPrivateIpAddresses",
+	"UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface", "DescribeNetworkInterfaces",
+	"ModifyNetworkInterfaceAttribute"}
+
+// act takes one random step of the schedule.
+func (r *run) act() error {
+	up := r.agent != nil
+	w := r.rng.IntN(100)
+	switch {
+	case w < 14:
+		return r.addPod()
+	case w < 24:
+		return r.delPod()
+	case w < 50 && up && len(r.agent.jobs) > 0:
+		return r.runJob(r.rng.IntN(len(r.agent.jobs)), r.rng.IntN(20) == 0)
+	case w < 62 && up && r.agent.persist != nil:
+		return r.finishPersist(r.rng.IntN(25) != 0)
+	case w < 80:
+		d := []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, 40 * time.Second, 2 * time.Minute}[r.rng.IntN(6)]
+		return r.advance(d)
+	case w < 84 && up:
+		r.crash()
+		return nil
+	case w < 90 && !up:
+		return r.restart()
+	case w < 93:
+		r.toggleFault()
+		return nil
+	case w < 95:
+		r.host.mu.Lock()
+		r.host.fail = !r.host.fail && r.rng.IntN(2) == 0
+		r.host.mu.Unlock()
+		return nil
+	case w < 97 && up && r.opts.GC:
+		return r.gc()
+	}
+	return r.advance(500 * time.Millisecond)
+}
+
+func (r *run) addPod() error {
+	if len(r.pods) >= maxPods {
+		return nil
+	}
+	r.nextPod++
+	name := fmt.Sprintf("p%03d", r.nextPod)
+	p := &pod{key: ipam.Key{Network: network, ContainerID: fmt.Sprintf("c%06d", r.nextPod), IfName: "eth0"}}
+	r.pods[name] = p
+	if r.agent == nil {
+		p.retryAt = r.clk.Now().Add(time.Second)
+		return nil
+	}
+	return r.request(name, p, false)
+}
+
+// delPod deletes a live pod the way kubelet and the plugin do: the plugin
+// asks the agent, then unwires; with the agent down it unwires and
+// succeeds, and only the agent itself can find out later.
+func (r *run) delPod() error {
+	var live []string
+	for name, p := range r.pods {
+		if p.state == podLive && p.req == 0 {
+			live = append(live, name)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	slices.Sort(live)
+	name := live[r.rng.IntN(len(live))]
+	p := r.pods[name]
+	p.state = podDeleting
+	if r.agent == nil {
+		r.trace("DEL %s while the agent is down", name)
+		r.unwire(name, p)
+		return nil
+	}
+	return r.request(name, p, true)
+}
+
+// runJob performs the agent's job i; lie makes its first mutating call
+// report a failure although EC2 performed it.
+func (r *run) runJob(i int, lie bool) error {
+	a := r.agent
+	j := a.jobs[i]
+	a.jobs = slices.Delete(a.jobs, i, i+1)
+	r.tr.mu.Lock()
+	r.tr.lieNext = lie
+	r.tr.mu.Unlock()
+	ev := a.x.Run(r.ctx, j)
+	r.tr.mu.Lock()
+	r.tr.lieNext = false
+	r.tr.mu.Unlock()
+	r.trace("job %d %s %s → %s", j.ID, j.Kind, j.Action.Kind, describe(ev))
+	return r.stepAgent(ev)
+}
+
+func describe(ev nodestate.Event) string {
+	switch e := ev.(type) {
+	case nodestate.ActionResult:
+		return fmt.Sprintf("blocks=%v eni=%s skipped=%v err=%v", e.Blocks, e.ENIID, e.Skipped, e.Err)
+	case nodestate.ResyncResult:
+		return fmt.Sprintf("%d ENIs err=%v", len(e.ENIs), e.Err)
+	case nodestate.HostResult:
+		return fmt.Sprintf("%d routed err=%v", len(e.Routed), e.Err)
+	}
+	return fmt.Sprintf("%+v", ev)
+}
+
+func (r *run) finishPersist(ok bool) error {
+	a := r.agent
+	p := a.persist
+	a.persist = nil
+	var err error
+	if ok {
+		b, eerr := checkpoint.Encode(p.State)
+		if eerr != nil {
+			return r.fail("checkpoint the agent asked for does not encode: %v", eerr)
+		}
+		if r.disk != nil && r.rng.IntN(4) == 0 {
+			r.older = append(r.older, r.disk)
+		}
+		r.disk = b
+	} else {
+		err = errors.New("simulated: write checkpoint: no space left on device")
+	}
+	r.trace("persist v%d ok=%v (%d entries)", p.Version, ok, len(p.State.Entries))
+	return r.stepAgent(nodestate.Persisted{Version: p.Version, Err: err})
+}
+
+// advance moves time: the emulator completes attachments, kubelet retries
+// ADDs and DELs that came due, and the agent gets its tick.
+func (r *run) advance(d time.Duration) error {
+	r.clk.Advance(d)
+	r.cloud.Tick()
+	var due []string
+	for name, p := range r.pods {
+		if p.req == 0 && p.state != podLive && !p.retryAt.IsZero() && !r.clk.Now().Before(p.retryAt) {
+			due = append(due, name)
+		}
+	}
+	slices.Sort(due)
+	for _, name := range due {
+		p := r.pods[name]
+		p.retryAt = time.Time{}
+		if r.agent == nil {
+			if p.state == podDeleting {
+				r.unwire(name, p)
+				continue
+			}
+			p.retryAt = r.clk.Now().Add(time.Second)
+			continue
+		}
+		if err := r.request(name, p, p.state == podDeleting); err != nil {
+			return err
+		}
+	}
+	if r.agent != nil {
+		return r.stepAgent(nodestate.Tick{})
+	}
+	return nil
+}
+
+// crash kills the agent process: each job in flight ran, ran in part, or
+// never started; the write in flight landed or not; every request waiting
+// on it failed, and kubelet will retry.
+func (r *run) crash() {
+	a := r.agent
+	r.trace("CRASH with %d jobs, persist %v", len(a.jobs), a.persist != nil)
+	for _, j := range a.jobs {
+		switch r.rng.IntN(3) {
+		case 1:
+			a.x.Run(r.ctx, j)
+		case 2:
+			r.tr.setBudget(r.rng.IntN(4))
+			a.x.Run(r.ctx, j)
+			r.tr.setBudget(-1)
+		}
+	}
+	if a.persist != nil && r.rng.IntN(2) == 0 {
+		if b, err := checkpoint.Encode(a.persist.State); err == nil {
+			r.disk = b
+		}
+	}
+	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.settledPlan()
+	for _, p := range r.pods {
+		if p.req == 0 {
+			continue
+		}
+		p.req = 0
+		switch p.state {
+		case podAdding:
+			p.retryAt = r.clk.Now().Add(2 * time.Second)
+		case podDeleting:
+			// The plugin's RPC failed: it treats the agent as gone,
+			// unwires the pod and succeeds.
+			p.retryAt = r.clk.Now()
+		}
+	}
+	r.agent = nil
+	r.quietCrash = quiet
+}
+
+// settledPlan says the planner wants nothing of EC2 now.
+func (r *run) settledPlan() bool {
+	acts, _ := r.agent.node.Plan(r.clk.Now())
+	return len(acts) == 0
+}
+
+func (r *run) restart() error {
+	mode := r.rng.IntN(20)
+	keep := false
+	switch {
+	case mode < 12:
+		keep = true
+	case mode < 14:
+		r.trace("restart: checkpoint deleted")
+		r.disk = nil
+	case mode < 17 && len(r.older) > 0:
+		r.trace("restart: an older checkpoint restored over the current one")
+		r.disk = r.older[r.rng.IntN(len(r.older))]
+	case mode < 20 && r.disk != nil:
+		r.trace("restart: checkpoint corrupted")
+		r.disk = append([]byte(nil), r.disk[:len(r.disk)/2]...)
+	default:
+		keep = true
+	}
+	quiet := keep && r.quietCrash
+	if err := r.boot(); err != nil {
+		return err
+	}
+	if quiet {
+		r.agent.i3, r.agent.i3Base = true, r.tr.mutationCount()
+	}
+	return nil
+}
+
+func (r *run) toggleFault() {
+	if r.faults && r.rng.IntN(2) == 0 {
+		r.clearFaults()
+		return
+	}
+	action := faultActions[r.rng.IntN(len(faultActions))]
+	code := []string{"RequestLimitExceeded", "InternalError", "Unavailable"}[r.rng.IntN(3)]
+	rate := []float64{0.3, 0.7, 1}[r.rng.IntN(3)]
+	r.cloud.SetFault(action, sim.Fault{ErrorRate: rate, Code: code})
+	r.faults = true
+	r.trace("fault %s %s %.1f", action, code, rate)
+}
+
+func (r *run) gc() error {
+	valid := map[ipam.Key]bool{}
+	for _, p := range r.pods {
+		valid[p.key] = true
+	}
+	a := r.agent
+	a.nextReq++
+	return r.stepAgent(nodestate.GCRequest{ID: a.nextReq, Network: network, Valid: valid})
+}
+
+func (r *run) clearFaults() {
+	for _, a := range faultActions {
+		r.cloud.SetFault(a, sim.Fault{})
+	}
+	r.faults = false
+	r.trace("faults cleared")
+}

@@ -1,0 +1,160 @@
+package simulation
+
+import (
+	"time"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/sim"
+)
+
+// check runs the invariants that hold after every step.
+func (r *run) check() error {
+	ifs, err := r.cloud.Interfaces(instanceID)
+	if err != nil {
+		return err
+	}
+	onNode := map[string]bool{}
+	for _, i := range ifs {
+		if i.Status != "in-use" {
+			continue
+		}
+		for _, a := range i.Addresses[1:] {
+			onNode[a.String()] = true
+		}
+	}
+	for name, p := range r.pods {
+		if p.state == podAdding {
+			continue
+		}
+		// I2: a live pod's address stays assigned on an attached ENI...
+		if !onNode[p.addr.String()] {
+			return r.fail("I2: live pod %s's address %s is no longer assigned on an ENI attached to the node", name, p.addr)
+		}
+		// ... and is never given to another pod by the agent.
+		if r.agent != nil {
+			k, held := r.agent.node.Holder(p.addr)
+			if !held {
+				return r.fail("I2: the agent holds nobody at %s, which live pod %s uses: it can be handed out", p.addr, name)
+			}
+			if k != p.key && !nodestate.IsQuarantine(k) {
+				return r.fail("I2: the agent holds %s for %s, but live pod %s (%s) uses it", p.addr, k, name, p.key)
+			}
+		}
+	}
+	// I3: a restart with no pod change makes no mutating EC2 call.
+	if a := r.agent; a != nil && a.i3 && r.tr.mutationCount() != a.i3Base {
+		return r.fail("I3: %d mutating EC2 calls after a restart with no pod change", r.tr.mutationCount()-a.i3Base)
+	}
+	return nil
+}
+
+// quiesce stops faults and pod changes, lets the agent run for a bounded
+// simulated time, and checks that it settled: I4 (the pool at its target,
+// every deleted pod's address free) and I5 (DeleteOnTermination).
+func (r *run) quiesce() error {
+	r.step = r.opts.Steps + 1
+	for _, a := range faultActions {
+		r.cloud.SetFault(a, sim.Fault{})
+	}
+	r.host.mu.Lock()
+	r.host.fail = false
+	r.host.mu.Unlock()
+	if r.agent == nil {
+		if err := r.boot(); err != nil {
+			return err
+		}
+	}
+	// Pods still waiting for an address are given up by kubelet.
+	for name, p := range r.pods {
+		if p.state == podAdding {
+			delete(r.pods, name)
+			r.gone[p.key] = true
+		}
+	}
+	deadline := r.clk.Now().Add(quiesceTime)
+	for r.clk.Now().Before(deadline) {
+		a := r.agent
+		for i := 0; len(a.jobs) > 0 || a.persist != nil; i++ {
+			if i > 500 {
+				return r.fail("the agent keeps handing out work without time passing: %d jobs, e.g. %s", len(a.jobs), a.jobs[0].Kind)
+			}
+			if a.persist != nil {
+				if err := r.finishPersist(true); err != nil {
+					return err
+				}
+			}
+			if len(a.jobs) > 0 {
+				if err := r.runJob(0, false); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.check(); err != nil {
+			return err
+		}
+		if err := r.advance(15 * time.Second); err != nil {
+			return err
+		}
+	}
+	for i := 0; len(r.agent.jobs) > 0 || r.agent.persist != nil; i++ {
+		if i > 500 {
+			return r.fail("the agent keeps handing out work without time passing")
+		}
+		if r.agent.persist != nil {
+			if err := r.finishPersist(true); err != nil {
+				return err
+			}
+		}
+		if len(r.agent.jobs) > 0 {
+			if err := r.runJob(0, false); err != nil {
+				return err
+			}
+		}
+	}
+	return r.settled()
+}
+
+func (r *run) settled() error {
+	now := r.clk.Now()
+	n := r.agent.node
+	v := n.View(now)
+	// I4: the pool reaches the planner's target. Shrinking may be held
+	// while a live pod the checkpoint lost is quarantined: by design.
+	for _, act := range v.Planned {
+		if act.Kind == ipam.AssignBlocks || act.Kind == ipam.AttachENI || len(v.Quarantined) == 0 {
+			return r.fail("I4: after %s without faults the planner still wants: %s (%s)", quiesceTime, act, act.Reason)
+		}
+	}
+	// I4: every address of a deleted pod is free again.
+	live := map[ipam.Key]bool{}
+	for _, p := range r.pods {
+		live[p.key] = true
+	}
+	for _, as := range v.Assignments {
+		if nodestate.IsQuarantine(as.Key) {
+			r.host.mu.Lock()
+			_, routed := r.host.routes[as.Addr]
+			r.host.mu.Unlock()
+			if !routed {
+				return r.fail("I4: %s stays quarantined with no pod routed to it", as.Addr)
+			}
+			continue
+		}
+		if !live[as.Key] {
+			return r.fail("I4: %s still holds %s after its pod was deleted (gone=%v)", as.Key, as.Addr, r.gone[as.Key])
+		}
+	}
+	// I5: every ENI attached to the node has DeleteOnTermination.
+	enis, err := r.client.ListENIs(r.ctx, cloud.ENIFilter{InstanceID: instanceID})
+	if err != nil {
+		return err
+	}
+	for _, e := range enis {
+		if e.Attachment != nil && e.Attachment.InstanceID == instanceID && e.Attachment.State == cloud.AttachmentAttached && !e.Attachment.DeleteOnTermination {
+			return r.fail("I5: %s attached at device %d without DeleteOnTermination after %s", e.ID, e.Attachment.DeviceIndex, quiesceTime)
+		}
+	}
+	return nil
+}

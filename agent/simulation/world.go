@@ -1,0 +1,176 @@
+package simulation
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/vpcnet/vpcnet/agent/executor"
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/sim"
+)
+
+// mutating are the EC2 actions that change something: invariant I3 counts
+// them across a restart.
+var mutating = map[string]bool{
+	"CreateNetworkInterface": true, "AttachNetworkInterface": true, "DetachNetworkInterface": true,
+	"DeleteNetworkInterface": true, "AssignPrivateIpAddresses": true, "UnassignPrivateIpAddresses": true,
+	"ModifyNetworkInterfaceAttribute": true, "CreateTags": true,
+}
+
+// transport carries the SDK's requests to the emulator's handlers in
+// process: EC2 by default, IMDS for 169.254.169.254. It counts mutating
+// calls, can make a call fail after EC2 performed it, and can cut the
+// agent off after a number of calls (a crash in the middle of an action).
+type transport struct {
+	ec2, imds http.Handler
+
+	mu sync.Mutex // guards below
+	// mutations counts mutating calls the agent made.
+	mutations int
+	calls     map[string]int
+	// lieNext makes the next mutating call report a 500 after EC2 did it.
+	lieNext bool
+	// budget, when >= 0, is how many more calls may reach EC2 before the
+	// agent is cut off (its process died).
+	budget int
+}
+
+func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	h := t.ec2
+	if strings.HasPrefix(r.URL.Host, "169.254.169.254") {
+		h = t.imds
+	}
+	var action string
+	if r.Body != nil {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if q, err := url.ParseQuery(string(body)); err == nil {
+			action = q.Get("Action")
+		}
+	}
+	t.mu.Lock()
+	if t.budget == 0 {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("simulated crash: the agent died before %s", action)
+	}
+	if t.budget > 0 {
+		t.budget--
+	}
+	lie := t.lieNext && mutating[action]
+	if lie {
+		t.lieNext = false
+	}
+	if mutating[action] {
+		t.mutations++
+	}
+	t.calls[action]++
+	t.mu.Unlock()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r.WithContext(r.Context()))
+	resp := rec.Result()
+	if lie && resp.StatusCode == http.StatusOK {
+		// EC2 did it; the client hears a server error.
+		resp.Body.Close()
+		resp = &http.Response{StatusCode: 500, Header: http.Header{"Content-Type": {"text/xml"}},
+			Body: io.NopCloser(strings.NewReader(`<Response><Errors><Error><Code>InternalError</Code><Message>simulated: done but reported failed</Message></Error></Errors><RequestID>sim</RequestID></Response>`))}
+	}
+	resp.Request = r
+	return resp, nil
+}
+
+func (t *transport) mutationCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mutations
+}
+
+func (t *transport) setBudget(n int) {
+	t.mu.Lock()
+	t.budget = n
+	t.mu.Unlock()
+}
+
+// newClient is a production EC2 client aimed at the emulator through t:
+// no SDK retries (each would sleep in wall time; the agent's own backoff
+// is on the manual clock) and buckets too deep to wait.
+func newClient(ctx context.Context, t *transport, instanceID string) (*cloud.Client, error) {
+	buckets := map[string]cloud.Bucket{}
+	for action := range cloud.DefaultBuckets() {
+		buckets[action] = cloud.Bucket{Burst: 1 << 30, Refill: 1 << 30}
+	}
+	return cloud.New(ctx, cloud.Options{
+		Region: "us-west-2", EC2Endpoint: "http://ec2.sim", IMDSEndpoint: "http://169.254.169.254",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
+		InstanceID:  instanceID, ClusterName: "sim", MaxAttempts: 1, HTTPClient: &http.Client{Transport: t},
+		Buckets: buckets,
+	})
+}
+
+// host is the fake node: which address is routed to which live pod.
+type host struct {
+	mu     sync.Mutex // guards below
+	routes map[netip.Addr]string
+	fail   bool
+}
+
+var _ executor.Host = (*host)(nil)
+
+func (h *host) Setup(context.Context, executor.NodeNet) error      { return nil }
+func (h *host) SetupENI(context.Context, executor.ENINet) error    { return nil }
+func (h *host) TeardownENI(context.Context, executor.ENINet) error { return nil }
+
+func (h *host) PodAddrs(context.Context) ([]nodestate.Route, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail {
+		return nil, fmt.Errorf("simulated netlink dump failure")
+	}
+	out := make([]nodestate.Route, 0, len(h.routes))
+	for ip, pod := range h.routes {
+		out = append(out, nodestate.Route{Addr: ip, Link: hostVeth(ipam.Pod{Namespace: "default", Name: pod})})
+	}
+	slices.SortFunc(out, func(a, b nodestate.Route) int { return a.Addr.Compare(b.Addr) })
+	return out, nil
+}
+
+// hostVeth is the Amazon VPC CNI's host veth name of a pod.
+func hostVeth(p ipam.Pod) string { return dataplane.HostVethName("eni", p.Namespace, p.Name) }
+
+// topology is the simulated node: a small instance type so ENIs attach and
+// detach often, a subnet small enough to run out.
+const topology = `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
+subnets:
+- {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/26}
+securityGroups: [sg-0sim]
+instanceTypes: [{name: s3.sim, maxENIs: 3, ipv4PerENI: 5}]
+instances:
+- {id: i-sim, type: s3.sim, subnet: subnet-a}
+attachDelay: 3s
+detachDelay: 2s
+imdsLag: 2s
+seed: 1
+`
+
+func parseTopology() *sim.Topology {
+	topo, err := sim.ParseTopology([]byte(topology))
+	if err != nil {
+		panic(err)
+	}
+	return topo
+}
