@@ -11,6 +11,12 @@ import (
 // the plugin API carries it, meaning "no table of its own").
 const MainTable = 0
 
+// MaxDeviceIndex is the largest ENI device index vpcnet accepts: its
+// table, RouteTable(251) = 252, is the last below the kernel's reserved
+// 253-255 (default, main, local). No instance type comes near it; an
+// answer beyond it is corrupt.
+const MaxDeviceIndex = 251
+
 // RouteTable is the policy-routing table of the ENI at deviceIndex: the
 // primary ENI (device index 0) uses the main table, a secondary ENI table
 // device index + 1, as the Amazon VPC CNI numbers them, so a node can

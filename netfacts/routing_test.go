@@ -48,3 +48,9 @@ func TestHostVethNameIsTheAmazonVPCCNIName(t *testing.T) {
 		}
 	}
 }
+
+func TestTheLastDeviceIndexHasATableBelowTheKernelsReservedOnes(t *testing.T) {
+	if got := RouteTable(MaxDeviceIndex); got >= 253 {
+		t.Errorf("RouteTable(MaxDeviceIndex) = %d, want below 253 (default, main and local)", got)
+	}
+}
