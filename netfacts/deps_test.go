@@ -7,10 +7,10 @@ import (
 )
 
 // TestDeps keeps netfacts pure, so the plugin, the agent and their tests
-// can call it anywhere: it computes, it reaches nothing. Its two
-// libraries (libcni's name rules, Kubernetes' name rules) bring package
-// net and os into the graph for their own types and logging; netfacts
-// itself must not use them, and nothing may bring the heavy I/O below.
+// can call it anywhere: it computes, it reaches nothing. libcni's name
+// rules bring package net and os into the graph for libcni's own types;
+// netfacts itself must not use them, and nothing may bring the I/O and
+// the layers below.
 func TestDeps(t *testing.T) {
 	// Banned anywhere in the dependency graph.
 	badDeps := map[string]string{

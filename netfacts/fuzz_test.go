@@ -9,8 +9,8 @@ import (
 
 // FuzzValidate checks that the validators never panic, that what they
 // accept is bounded and free of the bytes that would break a file name,
-// a log line or an interface name, and that an error never repeats a
-// value whole.
+// a log line or an interface name, that an error never repeats a value
+// whole, and that the pod rules agree with Kubernetes' own.
 func FuzzValidate(f *testing.F) {
 	f.Add("vpcnet", strings.Repeat("0123456789abcdef", 4), "eth0", "default", "web-0")
 	f.Add("", "", "", "", "")
@@ -30,6 +30,8 @@ func FuzzValidate(f *testing.F) {
 		} else {
 			short(t, err)
 		}
+		sameAsKubernetes(t, namespace)
+		sameAsKubernetes(t, name)
 		if err := ValidatePod(namespace, name); err == nil {
 			bounded(t, "pod namespace", namespace, MaxPodNamespaceLen)
 			bounded(t, "pod name", name, MaxPodNameLen)

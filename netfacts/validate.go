@@ -2,13 +2,13 @@ package netfacts
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/utils"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Bounds on the parts of an attachment key. CNI bounds none of them but
@@ -25,8 +25,8 @@ const (
 	MaxIfNameLen = 15
 	// MaxPodNamespaceLen and MaxPodNameLen are Kubernetes' own bounds
 	// (a DNS-1123 label and subdomain).
-	MaxPodNamespaceLen = validation.DNS1123LabelMaxLength
-	MaxPodNameLen      = validation.DNS1123SubdomainMaxLength
+	MaxPodNamespaceLen = 63
+	MaxPodNameLen      = 253
 )
 
 // maxQuoted is how much of a bad value an error repeats: enough to
@@ -124,16 +124,31 @@ func ValidateAttachment(network, containerID, ifName string) error {
 	return join(ValidateNetworkName(network), ValidateContainerID(containerID), ValidateIfName(ifName))
 }
 
+// Kubernetes' name rules (k8s.io/apimachinery/pkg/util/validation
+// IsDNS1123Label and IsDNS1123Subdomain), written out here rather than
+// imported: the agent calls ValidatePod and must not depend on any
+// k8s.io package (agent/deps_test.go), and that package brings klog. A
+// test checks these against Kubernetes' own on every case and fuzz input.
+var (
+	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+const (
+	labelRule     = "must be a DNS-1123 label (Kubernetes' rule for a namespace): lower-case letters, digits and '-', starting and ending with a letter or digit"
+	subdomainRule = "must be a DNS-1123 subdomain (Kubernetes' rule for a pod name): DNS-1123 labels of lower-case letters, digits and '-' joined by '.'"
+)
+
 // ValidatePodNamespace applies Kubernetes' rule for a namespace name: a
-// DNS-1123 label.
+// DNS-1123 label of at most 63 bytes.
 func ValidatePodNamespace(namespace string) error {
-	return k8sRule("pod namespace", namespace, MaxPodNamespaceLen, "a DNS-1123 label", validation.IsDNS1123Label)
+	return k8sRule("pod namespace", namespace, MaxPodNamespaceLen, labelRule, dns1123Label)
 }
 
 // ValidatePodName applies Kubernetes' rule for a pod name: a DNS-1123
-// subdomain.
+// subdomain of at most 253 bytes.
 func ValidatePodName(name string) error {
-	return k8sRule("pod name", name, MaxPodNameLen, "a DNS-1123 subdomain", validation.IsDNS1123Subdomain)
+	return k8sRule("pod name", name, MaxPodNameLen, subdomainRule, dns1123Subdomain)
 }
 
 // ValidatePod checks the pod identity the runtime passes (CNI_ARGS
@@ -144,17 +159,14 @@ func ValidatePod(namespace, name string) error {
 	return join(ValidatePodNamespace(namespace), ValidatePodName(name))
 }
 
-// k8sRule applies a rule of Kubernetes' validation package, after the
-// length alone (its messages would otherwise repeat both).
-func k8sRule(field, v string, maxLen int, what string, check func(string) []string) error {
+func k8sRule(field, v string, maxLen int, rule string, re *regexp.Regexp) error {
 	switch {
 	case v == "":
 		return &FieldError{Field: field, Value: v, Rule: "is empty"}
 	case len(v) > maxLen:
-		return &FieldError{Field: field, Value: v, Rule: fmt.Sprintf("is longer than %d bytes (Kubernetes requires %s)", maxLen, what)}
-	}
-	if msgs := check(v); len(msgs) > 0 {
-		return &FieldError{Field: field, Value: v, Rule: strings.Join(msgs, "; ")}
+		return &FieldError{Field: field, Value: v, Rule: fmt.Sprintf("is longer than %d bytes (Kubernetes' limit)", maxLen)}
+	case !re.MatchString(v):
+		return &FieldError{Field: field, Value: v, Rule: rule}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestValidateAttachmentAppliesTheCNIRulesWithBounds(t *testing.T) {
@@ -50,16 +52,18 @@ func TestValidatePodAppliesKubernetesNameRules(t *testing.T) {
 		{"ordinary pod", "default", "web-7d9f8c6b5-x2k4q", ""},
 		{"pod name with dots", "kube-system", "coredns.v1.example", ""},
 		{"longest names", strings.Repeat("a", 63), strings.Repeat("b", 253), ""},
-		{"namespace walks the path", "../../x", "web", `pod namespace "../../x": a lowercase RFC 1123 label must consist of`},
-		{"namespace with upper case", "Default", "web", `pod namespace "Default": a lowercase RFC 1123 label`},
-		{"namespace with a dot", "a.b", "web", `pod namespace "a.b": must not contain dots`},
-		{"namespace too long", strings.Repeat("a", 64), "web", "pod namespace \"" + strings.Repeat("a", 64) + "\": is longer than 63 bytes (Kubernetes requires a DNS-1123 label)"},
+		{"namespace walks the path", "../../x", "web", `pod namespace "../../x": must be a DNS-1123 label`},
+		{"namespace with upper case", "Default", "web", `pod namespace "Default": must be a DNS-1123 label`},
+		{"namespace with a dot", "a.b", "web", `pod namespace "a.b": must be a DNS-1123 label`},
+		{"namespace too long", strings.Repeat("a", 64), "web", "pod namespace \"" + strings.Repeat("a", 64) + "\": is longer than 63 bytes (Kubernetes' limit)"},
 		{"no namespace", "", "web", `pod namespace "": is empty`},
 		{"no pod name", "default", "", `pod name "": is empty`},
-		{"pod name with a slash", "default", "a/b", `pod name "a/b": a lowercase RFC 1123 subdomain`},
-		{"pod name too long", "default", strings.Repeat("b", 254), "(254 bytes): is longer than 253 bytes (Kubernetes requires a DNS-1123 subdomain)"},
-		{"pod name with NUL", "default", "web\x00", `pod name "web\x00": a lowercase RFC 1123 subdomain`},
-		{"both wrong", "A", "B", `pod namespace "A": a lowercase RFC 1123 label`},
+		{"pod name with a slash", "default", "a/b", `pod name "a/b": must be a DNS-1123 subdomain`},
+		{"pod name too long", "default", strings.Repeat("b", 254), "(254 bytes): is longer than 253 bytes (Kubernetes' limit)"},
+		{"pod name with NUL", "default", "web\x00", `pod name "web\x00": must be a DNS-1123 subdomain`},
+		{"both wrong", "A", "B", `pod namespace "A": must be a DNS-1123 label`},
+		{"pod name with an empty label", "default", "a..b", `pod name "a..b": must be a DNS-1123 subdomain`},
+		{"pod name ending in a dash", "default", "web-", `pod name "web-": must be a DNS-1123 subdomain`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,5 +119,29 @@ func TestValidateIfNameRefusesWhatTheKernelOrTheCheckpointWouldChange(t *testing
 		if err := ValidateIfName(name); err != nil {
 			t.Errorf("ValidateIfName(%q): %v", name, err)
 		}
+	}
+}
+
+// netfacts writes Kubernetes' name rules out rather than import them (the
+// agent must not depend on k8s.io); they must agree with Kubernetes' own
+// on every case above and every fuzz input (FuzzValidate).
+func TestPodRulesAreKubernetesRules(t *testing.T) {
+	for _, v := range []string{"default", "kube-system", "a", "0", "a-b", "a.b", "a..b", "-a", "a-", "A", "web_1", "web\x00",
+		"coredns.v1.example", strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("b", 253), strings.Repeat("b", 254),
+		strings.Repeat("a.", 126) + "a", "é", "a b", "../../x"} {
+		sameAsKubernetes(t, v)
+	}
+}
+
+func sameAsKubernetes(t *testing.T, v string) {
+	t.Helper()
+	if v == "" {
+		return // Kubernetes' functions say nothing of empty; netfacts refuses it
+	}
+	if got, want := ValidatePodNamespace(v) == nil, len(validation.IsDNS1123Label(v)) == 0; got != want {
+		t.Errorf("namespace %q: netfacts accepts %t, Kubernetes %t", v, got, want)
+	}
+	if got, want := ValidatePodName(v) == nil, len(validation.IsDNS1123Subdomain(v)) == 0; got != want {
+		t.Errorf("pod name %q: netfacts accepts %t, Kubernetes %t", v, got, want)
 	}
 }

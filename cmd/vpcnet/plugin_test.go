@@ -231,7 +231,7 @@ func TestGarbageInputGetsAPreciseError(t *testing.T) {
 		{name: "no pod name", args: [][2]string{{"K8S_POD_NAMESPACE", "default"}}, code: types.ErrInvalidEnvironmentVariables, want: "CNI_ARGS lacks K8S_POD_NAME"},
 		// Both used to be accepted and recorded by the agent.
 		{name: "pod namespace walks a path", args: [][2]string{{"K8S_POD_NAMESPACE", "../../x"}, {"K8S_POD_NAME", "web"}},
-			code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: pod namespace "../../x": a lowercase RFC 1123 label`},
+			code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: pod namespace "../../x": must be a DNS-1123 label`},
 		{name: "100,000-character container ID", containerID: strings.Repeat("c", 100_000),
 			code: types.ErrInvalidEnvironmentVariables, want: `attachment: container ID "` + strings.Repeat("c", 64) + `"... (100000 bytes): is longer than 255 bytes`},
 	}
