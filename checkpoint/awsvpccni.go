@@ -87,5 +87,8 @@ func (e awsEntry) toEntry() (Entry, error) {
 	}
 	// The checks above give the precise errors; this one is what Encode
 	// applies, so an imported state can always be written as ours.
-	return got, checkEntry(got)
+	if err := checkEntry(got); err != nil {
+		return Entry{}, err
+	}
+	return got, nil
 }

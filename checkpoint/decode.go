@@ -113,7 +113,10 @@ func (e entry) toEntry() (Entry, error) {
 		Pod:        ipam.Pod{Namespace: e.PodNamespace, Name: e.PodName},
 		AssignedAt: at.UTC(),
 	}
-	return got, checkEntry(got)
+	if err := checkEntry(got); err != nil {
+		return Entry{}, err
+	}
+	return got, nil
 }
 
 // strictUnmarshal is json.Unmarshal refusing fields we do not know: in our
