@@ -79,10 +79,16 @@ func (e awsEntry) toEntry() (Entry, error) {
 	if e.AllocationTimestamp != 0 {
 		at = time.Unix(0, e.AllocationTimestamp).UTC()
 	}
-	return Entry{
+	got := Entry{
 		Key:        key,
 		Addr:       addr,
 		Pod:        ipam.Pod{Namespace: e.Metadata.K8SPodNamespace, Name: e.Metadata.K8SPodName},
 		AssignedAt: at,
-	}, nil
+	}
+	// The checks above give the precise errors; this one is what Encode
+	// applies, so an imported state can always be written as ours.
+	if err := checkEntry(got); err != nil {
+		return Entry{}, err
+	}
+	return got, nil
 }

@@ -69,9 +69,6 @@ func Encode(s State) ([]byte, error) {
 		if err := checkEntry(e); err != nil {
 			return nil, fmt.Errorf("checkpoint: encode Entries[%d]: %w", i, err)
 		}
-		if y := e.AssignedAt.UTC().Year(); y < 0 || y > 9999 {
-			return nil, fmt.Errorf("checkpoint: encode Entries[%d]: assigned-at time %s is outside years 0-9999", i, e.AssignedAt)
-		}
 	}
 	if err := checkUnique(s.Entries, "Entries"); err != nil {
 		return nil, fmt.Errorf("checkpoint: encode: %w", err)

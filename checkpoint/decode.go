@@ -102,12 +102,21 @@ func (e entry) toEntry() (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("assignedAt %q is not an RFC 3339 time", e.AssignedAt)
 	}
-	return Entry{
+	// A zone offset moves year 0 or 9999 out of what Encode, writing UTC,
+	// can hold; say so with the text the file holds.
+	if !writableTime(at) {
+		return Entry{}, fmt.Errorf("assignedAt %q is in year %d in UTC; a checkpoint holds years 0-9999", e.AssignedAt, at.UTC().Year())
+	}
+	got := Entry{
 		Key:        key,
 		Addr:       addr,
 		Pod:        ipam.Pod{Namespace: e.PodNamespace, Name: e.PodName},
 		AssignedAt: at.UTC(),
-	}, nil
+	}
+	if err := checkEntry(got); err != nil {
+		return Entry{}, err
+	}
+	return got, nil
 }
 
 // strictUnmarshal is json.Unmarshal refusing fields we do not know: in our

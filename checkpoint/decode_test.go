@@ -195,3 +195,44 @@ func TestDecodeSortsByAddressAndNormalisesTimeToUTC(t *testing.T) {
 		t.Errorf("AssignedAt = %s, want 2026-01-02 03:04:05 UTC", at)
 	}
 }
+
+// A time zone can carry a time written in year 0 or 9999 outside the years
+// an RFC 3339 time can hold once Encode turns it to UTC. Decode used to
+// accept it; the agent then failed to write its checkpoint back and exited
+// at every start instead of keeping the file aside as corrupt.
+func TestDecodeRefusesAnAssignedAtTimeEncodeCannotWrite(t *testing.T) {
+	tests := []struct {
+		name, at, want string
+	}{
+		{"year 0 east of UTC", "0000-01-01T00:00:00+01:00",
+			`checkpoint: assignments[1]: assignedAt "0000-01-01T00:00:00+01:00" is in year -1 in UTC; a checkpoint holds years 0-9999`},
+		{"year 9999 west of UTC", "9999-12-31T23:30:00-01:00",
+			`checkpoint: assignments[1]: assignedAt "9999-12-31T23:30:00-01:00" is in year 10000 in UTC; a checkpoint holds years 0-9999`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := v1(good + `,{"network":"vpcnet","containerID":"b","ifName":"eth0","address":"10.0.0.6","assignedAt":"` + tt.at + `"}`)
+			s, err := Decode([]byte(in))
+			if err == nil {
+				_, encErr := Encode(s)
+				t.Fatalf("Decode accepted it (Encode then says: %v)", encErr)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("Decode error\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeAcceptsTheEdgesOfTheYearsEncodeWrites(t *testing.T) {
+	for _, at := range []string{"0000-01-01T00:00:00Z", "0000-01-01T01:00:00+01:00", "9999-12-31T23:59:59.999999999Z", "9999-12-31T22:59:59-01:00"} {
+		s, err := Decode([]byte(v1(`{"network":"n","containerID":"a","ifName":"eth0","address":"10.0.0.5","assignedAt":"` + at + `"}`)))
+		if err != nil {
+			t.Errorf("Decode of assignedAt %s: %v", at, err)
+			continue
+		}
+		if _, err := Encode(s); err != nil {
+			t.Errorf("assignedAt %s decodes but does not encode: %v", at, err)
+		}
+	}
+}

@@ -4,13 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
 var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
-// checkEntry reports what makes e unfit to be an assignment.
+// checkEntry reports what makes e unfit to be an assignment, or
+// impossible to write. Encode calls it before writing and Decode after
+// reading each entry, so whatever Decode returns Encode can write back:
+// the agent rewrites the checkpoint right after loading it, and a state it
+// cannot write would stop it at every start.
 func checkEntry(e Entry) error {
 	if err := checkKey(e.Key); err != nil {
 		return err
@@ -21,7 +26,21 @@ func checkEntry(e Entry) error {
 	if !e.Addr.Is4() {
 		return fmt.Errorf("address %q is not an IPv4 address", e.Addr)
 	}
-	return checkUnicast(e.Addr)
+	if err := checkUnicast(e.Addr); err != nil {
+		return err
+	}
+	if !writableTime(e.AssignedAt) {
+		return fmt.Errorf("assigned-at time %s is outside years 0-9999", e.AssignedAt)
+	}
+	return nil
+}
+
+// writableTime says whether Encode can write t: an RFC 3339 time has a
+// four-digit year, and Encode writes it in UTC, so the limit applies to
+// the UTC year, not the year in t's zone.
+func writableTime(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
 }
 
 // checkKey requires every part of the owner key: CNI identifies an

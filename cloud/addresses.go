@@ -24,7 +24,7 @@ func (c *Client) AssignAddresses(ctx context.Context, eniID string, count int) (
 	}
 	addrs := make([]netip.Addr, 0, len(out.AssignedPrivateIpAddresses))
 	for _, a := range out.AssignedPrivateIpAddresses {
-		ip, err := netip.ParseAddr(aws.ToString(a.PrivateIpAddress))
+		ip, err := parseIPv4(aws.ToString(a.PrivateIpAddress))
 		if err != nil {
 			return nil, fmt.Errorf("assign %d addresses to %s: EC2 answered a bad address: %w", count, eniID, err)
 		}
@@ -48,11 +48,11 @@ func (c *Client) AssignPrefixes(ctx context.Context, eniID string, count int) ([
 	}
 	prefixes := make([]netip.Prefix, 0, len(out.AssignedIpv4Prefixes))
 	for _, p := range out.AssignedIpv4Prefixes {
-		pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv4Prefix))
+		pfx, err := parseIPv4Prefix(aws.ToString(p.Ipv4Prefix), prefixBits, prefixBits)
 		if err != nil {
 			return nil, fmt.Errorf("assign %d prefixes to %s: EC2 answered a bad prefix: %w", count, eniID, err)
 		}
-		prefixes = append(prefixes, pfx.Masked())
+		prefixes = append(prefixes, pfx)
 	}
 	return prefixes, nil
 }

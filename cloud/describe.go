@@ -159,6 +159,10 @@ func (f ENIFilter) String() string {
 	return strings.Join(parts, " ")
 }
 
+// eniFromEC2 maps EC2's description of an ENI to ours, refusing what
+// vpcnet cannot use: a malformed MAC (dataplane finds the link by it), an
+// address that is not IPv4, a prefix that is not a /28, a device index
+// with no route table.
 func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 	e := ENI{
 		ID:               aws.ToString(ni.NetworkInterfaceId),
@@ -170,26 +174,38 @@ func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 		Description:      aws.ToString(ni.Description),
 		Tags:             tagMap(ni.TagSet),
 	}
+	bad := func(what string, err error) (ENI, error) {
+		return ENI{}, fmt.Errorf("ENI %s: EC2 gives a bad %s: %w", quoteShort(e.ID), what, err)
+	}
+	if e.MAC != "" {
+		if _, err := parseMAC(e.MAC); err != nil {
+			return bad("MAC", err)
+		}
+	}
 	if a := ni.Attachment; a != nil {
+		dev, err := checkDeviceIndex(int64(aws.ToInt32(a.DeviceIndex)))
+		if err != nil {
+			return bad("attachment", err)
+		}
 		e.Attachment = &Attachment{
 			ID:                  aws.ToString(a.AttachmentId),
 			InstanceID:          aws.ToString(a.InstanceId),
-			DeviceIndex:         int(aws.ToInt32(a.DeviceIndex)),
+			DeviceIndex:         dev,
 			State:               string(a.Status),
 			DeleteOnTermination: aws.ToBool(a.DeleteOnTermination),
 		}
 	}
 	if s := aws.ToString(ni.PrivateIpAddress); s != "" {
-		ip, err := netip.ParseAddr(s)
+		ip, err := parseIPv4(s)
 		if err != nil {
-			return ENI{}, fmt.Errorf("ENI %s: EC2 gives a bad primary address: %w", e.ID, err)
+			return bad("primary address", err)
 		}
 		e.PrimaryIP = ip
 	}
 	for _, pa := range ni.PrivateIpAddresses {
-		ip, err := netip.ParseAddr(aws.ToString(pa.PrivateIpAddress))
+		ip, err := parseIPv4(aws.ToString(pa.PrivateIpAddress))
 		if err != nil {
-			return ENI{}, fmt.Errorf("ENI %s: EC2 gives a bad address: %w", e.ID, err)
+			return bad("address", err)
 		}
 		if aws.ToBool(pa.Primary) {
 			e.PrimaryIP = ip
@@ -198,11 +214,11 @@ func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 		e.SecondaryIPs = append(e.SecondaryIPs, ip)
 	}
 	for _, p := range ni.Ipv4Prefixes {
-		pfx, err := netip.ParsePrefix(aws.ToString(p.Ipv4Prefix))
+		pfx, err := parseIPv4Prefix(aws.ToString(p.Ipv4Prefix), prefixBits, prefixBits)
 		if err != nil {
-			return ENI{}, fmt.Errorf("ENI %s: EC2 gives a bad prefix: %w", e.ID, err)
+			return bad("prefix", err)
 		}
-		e.Prefixes = append(e.Prefixes, pfx.Masked())
+		e.Prefixes = append(e.Prefixes, pfx)
 	}
 	for _, g := range ni.Groups {
 		e.SecurityGroups = append(e.SecurityGroups, aws.ToString(g.GroupId))

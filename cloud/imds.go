@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,11 +60,37 @@ func (i Interface) PrimaryIP() netip.Addr {
 	return i.IPv4s[0]
 }
 
+// Bounds on what IMDS may answer. Real answers are a few hundred bytes
+// and a few dozen interfaces; anything far beyond is not IMDS.
+const (
+	// maxIMDSAnswer bounds one answer's body.
+	maxIMDSAnswer = 64 << 10
+	// maxIMDSInterfaces bounds the MACs listed: each costs several calls.
+	maxIMDSInterfaces = 128
+)
+
+// errIMDSNotFound marks an IMDS path that does not exist (HTTP 404).
+var errIMDSNotFound = errors.New("not found")
+
+// imdsGetter answers one IMDS metadata path, trimmed of surrounding
+// space. A path that does not exist gives an error isIMDSNotFound knows.
+type imdsGetter func(ctx context.Context, path string) (string, error)
+
 // DescribeSelf reads the instance's identity and ENIs from IMDS (v2).
 func (c *Client) DescribeSelf(ctx context.Context) (Self, error) {
 	if c.noIMDS {
 		return Self{}, errors.New("describe self: the client was built with Options.NoIMDS")
 	}
+	s, err := readSelf(ctx, c.imdsGet, c.log)
+	if err != nil {
+		return Self{}, fmt.Errorf("describe self: %w", err)
+	}
+	return s, nil
+}
+
+// readSelf is DescribeSelf over any source of answers, so tests and the
+// fuzzer can feed it without HTTP.
+func readSelf(ctx context.Context, get imdsGetter, log *slog.Logger) (Self, error) {
 	var s Self
 	var err error
 	for _, f := range []struct {
@@ -73,121 +101,152 @@ func (c *Client) DescribeSelf(ctx context.Context) (Self, error) {
 		{"instance-type", &s.InstanceType},
 		{"placement/availability-zone", &s.AvailabilityZone},
 	} {
-		if *f.dst, err = c.imdsGet(ctx, f.path); err != nil {
-			return Self{}, fmt.Errorf("describe self: %w", err)
+		if *f.dst, err = getToken(ctx, get, f.path); err != nil {
+			return Self{}, err
 		}
 	}
-	if s.Region, err = c.imdsRegion(ctx); err != nil {
-		return Self{}, fmt.Errorf("describe self: %w", err)
+	if s.Region, err = imdsRegion(ctx, get); err != nil {
+		return Self{}, err
 	}
-	mac, err := c.imdsGet(ctx, "mac")
+	mac, err := get(ctx, "mac")
 	if err != nil {
-		return Self{}, fmt.Errorf("describe self: %w", err)
+		return Self{}, err
 	}
-	if s.VPCCIDRs, err = c.imdsVPCCIDRs(ctx, mac); err != nil {
-		return Self{}, fmt.Errorf("describe self: %w", err)
+	if mac, err = parseMAC(mac); err != nil {
+		return Self{}, fmt.Errorf("IMDS mac: %w", err)
 	}
-	macs, err := c.imdsLines(ctx, "network/interfaces/macs/")
+	if s.VPCCIDRs, err = imdsVPCCIDRs(ctx, get, mac); err != nil {
+		return Self{}, err
+	}
+	macs, err := imdsLines(ctx, get, "network/interfaces/macs/")
 	if err != nil {
-		return Self{}, fmt.Errorf("describe self: %w", err)
+		return Self{}, err
+	}
+	if len(macs) > maxIMDSInterfaces {
+		return Self{}, fmt.Errorf("IMDS network/interfaces/macs/ lists %d interfaces, more than the %d vpcnet reads", len(macs), maxIMDSInterfaces)
 	}
 	found := false
+	seen := make(map[string]bool, len(macs))
 	for _, m := range macs {
-		m = strings.TrimSuffix(m, "/")
-		ifc, err := c.imdsInterface(ctx, m)
+		m, err := parseMAC(strings.TrimSuffix(m, "/"))
+		if err != nil {
+			return Self{}, fmt.Errorf("IMDS network/interfaces/macs/: %w", err)
+		}
+		if seen[m] {
+			return Self{}, fmt.Errorf("IMDS network/interfaces/macs/ lists MAC %s twice", m)
+		}
+		seen[m] = true
+		ifc, err := imdsInterface(ctx, get, m)
 		if m == mac {
 			if err != nil {
-				return Self{}, fmt.Errorf("describe self: primary ENI %s: %w", m, err)
+				return Self{}, fmt.Errorf("primary ENI %s: %w", m, err)
+			}
+			if !ifc.PrimaryIP().IsValid() {
+				return Self{}, fmt.Errorf("primary ENI %s: IMDS lists no local-ipv4s", m)
 			}
 			s.Primary, found = ifc, true
 		} else if err != nil {
 			if isIMDSNotFound(err) {
 				// Mid attach or detach: IMDS lists the MAC before or
 				// after it has the details. The next look will agree.
-				c.log.Debug("IMDS lists an ENI it cannot describe yet; skipped", "mac", m, "err", err)
+				log.Debug("IMDS lists an ENI it cannot describe yet; skipped", "mac", m, "err", err)
 				continue
 			}
-			return Self{}, fmt.Errorf("describe self: ENI %s: %w", m, err)
+			return Self{}, fmt.Errorf("ENI %s: %w", m, err)
 		}
 		s.Interfaces = append(s.Interfaces, ifc)
 	}
 	if !found {
-		return Self{}, fmt.Errorf("describe self: IMDS gives the instance MAC %s but does not list it under network/interfaces/macs/", mac)
+		return Self{}, fmt.Errorf("IMDS gives the instance MAC %s but does not list it under network/interfaces/macs/", mac)
 	}
 	slices.SortFunc(s.Interfaces, func(a, b Interface) int { return a.DeviceNumber - b.DeviceNumber })
 	return s, nil
 }
 
-func (c *Client) imdsInterface(ctx context.Context, mac string) (Interface, error) {
+func imdsInterface(ctx context.Context, get imdsGetter, mac string) (Interface, error) {
 	base := "network/interfaces/macs/" + mac + "/"
 	ifc := Interface{MAC: mac}
-	dev, err := c.imdsGet(ctx, base+"device-number")
+	dev, err := get(ctx, base+"device-number")
 	if err != nil {
 		return Interface{}, err
 	}
-	if ifc.DeviceNumber, err = strconv.Atoi(dev); err != nil {
-		return Interface{}, fmt.Errorf("IMDS %sdevice-number %q: not a number", base, dev)
+	n, err := strconv.ParseInt(dev, 10, 64)
+	if err != nil {
+		return Interface{}, fmt.Errorf("IMDS %sdevice-number %s: not a number", base, quoteShort(dev))
 	}
-	if ifc.ID, err = c.imdsGet(ctx, base+"interface-id"); err != nil {
+	if ifc.DeviceNumber, err = checkDeviceIndex(n); err != nil {
+		return Interface{}, fmt.Errorf("IMDS %sdevice-number: %w", base, err)
+	}
+	if ifc.ID, err = getToken(ctx, get, base+"interface-id"); err != nil {
 		return Interface{}, err
 	}
-	if ifc.SubnetID, err = c.imdsGet(ctx, base+"subnet-id"); err != nil {
+	if ifc.SubnetID, err = getToken(ctx, get, base+"subnet-id"); err != nil {
 		return Interface{}, err
 	}
-	cidr, err := c.imdsGet(ctx, base+"subnet-ipv4-cidr-block")
+	cidr, err := get(ctx, base+"subnet-ipv4-cidr-block")
 	if err != nil {
 		return Interface{}, err
 	}
-	if ifc.SubnetCIDR, err = netip.ParsePrefix(cidr); err != nil {
+	if ifc.SubnetCIDR, err = parseIPv4Prefix(cidr, minSubnetBits, maxSubnetBits); err != nil {
 		return Interface{}, fmt.Errorf("IMDS %ssubnet-ipv4-cidr-block: %w", base, err)
 	}
-	if ifc.SecurityGroups, err = c.imdsLines(ctx, base+"security-group-ids"); err != nil {
+	if ifc.SecurityGroups, err = imdsLines(ctx, get, base+"security-group-ids"); err != nil {
 		return Interface{}, err
 	}
-	ips, err := c.imdsLines(ctx, base+"local-ipv4s")
+	for _, g := range ifc.SecurityGroups {
+		if err := checkToken(g); err != nil {
+			return Interface{}, fmt.Errorf("IMDS %ssecurity-group-ids: %w", base, err)
+		}
+	}
+	ips, err := imdsLines(ctx, get, base+"local-ipv4s")
 	if err != nil {
 		return Interface{}, err
 	}
 	if ifc.IPv4s, err = parseAddrs(ips); err != nil {
 		return Interface{}, fmt.Errorf("IMDS %slocal-ipv4s: %w", base, err)
 	}
-	prefixes, err := c.imdsLines(ctx, base+"ipv4-prefix")
+	prefixes, err := imdsLines(ctx, get, base+"ipv4-prefix")
 	if err != nil && !isIMDSNotFound(err) { // 404: no prefixes
 		return Interface{}, err
 	}
-	if ifc.Prefixes, err = parsePrefixes(prefixes); err != nil {
+	if ifc.Prefixes, err = parsePrefixes(prefixes, prefixBits, prefixBits); err != nil {
 		return Interface{}, fmt.Errorf("IMDS %sipv4-prefix: %w", base, err)
 	}
 	return ifc, nil
 }
 
-func (c *Client) imdsVPCCIDRs(ctx context.Context, mac string) ([]netip.Prefix, error) {
+func imdsVPCCIDRs(ctx context.Context, get imdsGetter, mac string) ([]netip.Prefix, error) {
 	base := "network/interfaces/macs/" + mac + "/"
-	lines, err := c.imdsLines(ctx, base+"vpc-ipv4-cidr-blocks")
+	lines, err := imdsLines(ctx, get, base+"vpc-ipv4-cidr-blocks")
 	if isIMDSNotFound(err) {
-		lines, err = c.imdsLines(ctx, base+"vpc-ipv4-cidr-block")
+		lines, err = imdsLines(ctx, get, base+"vpc-ipv4-cidr-block")
 	}
 	if err != nil {
 		return nil, err
 	}
-	ps, err := parsePrefixes(lines)
+	ps, err := parsePrefixes(lines, minSubnetBits, maxSubnetBits)
 	if err != nil {
 		return nil, fmt.Errorf("IMDS %svpc-ipv4-cidr-blocks: %w", base, err)
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("IMDS %svpc-ipv4-cidr-blocks: no CIDR", base)
 	}
 	return ps, nil
 }
 
 // imdsRegion prefers placement/region; older metadata versions only give
 // the zone, whose name is the region's plus a letter.
-func (c *Client) imdsRegion(ctx context.Context) (string, error) {
-	r, err := c.imdsGet(ctx, "placement/region")
+func (c *Client) imdsRegion(ctx context.Context) (string, error) { return imdsRegion(ctx, c.imdsGet) }
+
+func imdsRegion(ctx context.Context, get imdsGetter) (string, error) {
+	r, err := getToken(ctx, get, "placement/region")
 	if err == nil {
 		return r, nil
 	}
 	if !isIMDSNotFound(err) {
 		return "", err
 	}
-	az, err := c.imdsGet(ctx, "placement/availability-zone")
+	az, err := getToken(ctx, get, "placement/availability-zone")
 	if err != nil {
 		return "", err
 	}
@@ -197,6 +256,7 @@ func (c *Client) imdsRegion(ctx context.Context) (string, error) {
 	return az[:len(az)-1], nil
 }
 
+// imdsGet reads one IMDS path, at most maxIMDSAnswer bytes of it.
 func (c *Client) imdsGet(ctx context.Context, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
 	defer cancel()
@@ -205,30 +265,56 @@ func (c *Client) imdsGet(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("IMDS %s: %w", path, err)
 	}
 	defer out.Content.Close()
-	b, err := io.ReadAll(out.Content)
+	b, err := io.ReadAll(io.LimitReader(out.Content, maxIMDSAnswer+1))
 	if err != nil {
 		return "", fmt.Errorf("IMDS %s: read: %w", path, err)
+	}
+	if len(b) > maxIMDSAnswer {
+		return "", fmt.Errorf("IMDS %s: the answer is longer than %d bytes, the most vpcnet reads", path, maxIMDSAnswer)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
 
-func (c *Client) imdsLines(ctx context.Context, path string) ([]string, error) {
-	s, err := c.imdsGet(ctx, path)
+func imdsLines(ctx context.Context, get imdsGetter, path string) ([]string, error) {
+	s, err := get(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	return strings.Fields(s), nil
 }
 
+// getToken reads an identifier (an instance, subnet or interface id, an
+// instance type, a zone or region name): EC2 filters, tags and logs carry
+// it, so it must be one word of the characters AWS uses.
+func getToken(ctx context.Context, get imdsGetter, path string) (string, error) {
+	v, err := get(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkToken(v); err != nil {
+		return "", fmt.Errorf("IMDS %s: %w", path, err)
+	}
+	return v, nil
+}
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
+
+func checkToken(v string) error {
+	if !tokenRE.MatchString(v) {
+		return fmt.Errorf("%s is not an AWS identifier (1-255 letters, digits, '.', '_' or '-')", quoteShort(v))
+	}
+	return nil
+}
+
 func isIMDSNotFound(err error) bool {
 	var re *smithyhttp.ResponseError
-	return errors.As(err, &re) && re.HTTPStatusCode() == 404
+	return errors.Is(err, errIMDSNotFound) || errors.As(err, &re) && re.HTTPStatusCode() == 404
 }
 
 func parseAddrs(ss []string) ([]netip.Addr, error) {
 	var as []netip.Addr
 	for _, s := range ss {
-		a, err := netip.ParseAddr(s)
+		a, err := parseIPv4(s)
 		if err != nil {
 			return nil, err
 		}
@@ -237,14 +323,14 @@ func parseAddrs(ss []string) ([]netip.Addr, error) {
 	return as, nil
 }
 
-func parsePrefixes(ss []string) ([]netip.Prefix, error) {
+func parsePrefixes(ss []string, minBits, maxBits int) ([]netip.Prefix, error) {
 	var ps []netip.Prefix
 	for _, s := range ss {
-		p, err := netip.ParsePrefix(s)
+		p, err := parseIPv4Prefix(s, minBits, maxBits)
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, p.Masked())
+		ps = append(ps, p)
 	}
 	return ps, nil
 }

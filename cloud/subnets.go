@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
 
 // Subnet is a subnet as EC2 describes it.
@@ -40,17 +41,30 @@ func (c *Client) DescribeSubnets(ctx context.Context, ids ...string) ([]Subnet, 
 	}
 	subnets := make([]Subnet, 0, len(out.Subnets))
 	for _, s := range out.Subnets {
-		sn := Subnet{
-			ID:                 aws.ToString(s.SubnetId),
-			VPCID:              aws.ToString(s.VpcId),
-			AvailabilityZone:   aws.ToString(s.AvailabilityZone),
-			AvailableAddresses: int(aws.ToInt32(s.AvailableIpAddressCount)),
-			Tags:               tagMap(s.Tags),
-		}
-		if sn.CIDR, err = netip.ParsePrefix(aws.ToString(s.CidrBlock)); err != nil {
-			return nil, fmt.Errorf("describe subnets: subnet %s: EC2 gives a bad CIDR: %w", sn.ID, err)
+		sn, err := subnetFromEC2(s)
+		if err != nil {
+			return nil, fmt.Errorf("describe subnets: %w", err)
 		}
 		subnets = append(subnets, sn)
 	}
 	return subnets, nil
+}
+
+// subnetFromEC2 maps EC2's description of a subnet to ours. The CIDR must
+// be an IPv4 subnet as AWS allows them (/16 to /28): the agent derives
+// the gateway and the ENI's address mask from it.
+func subnetFromEC2(s types.Subnet) (Subnet, error) {
+	sn := Subnet{
+		ID:                 aws.ToString(s.SubnetId),
+		VPCID:              aws.ToString(s.VpcId),
+		AvailabilityZone:   aws.ToString(s.AvailabilityZone),
+		AvailableAddresses: max(0, int(aws.ToInt32(s.AvailableIpAddressCount))),
+		Tags:               tagMap(s.Tags),
+	}
+	cidr, err := parseIPv4Prefix(aws.ToString(s.CidrBlock), minSubnetBits, maxSubnetBits)
+	if err != nil {
+		return Subnet{}, fmt.Errorf("subnet %s: EC2 gives a bad CIDR: %w", quoteShort(sn.ID), err)
+	}
+	sn.CIDR = cidr
+	return sn, nil
 }

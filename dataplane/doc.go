@@ -25,6 +25,8 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/vpcnet/vpcnet/netfacts"
 )
 
 // Rule priorities, identical to the Amazon VPC CNI's.
@@ -53,15 +55,13 @@ const (
 // veth answers for it through a permanent neighbour entry in the pod.
 func PodGateway() netip.Addr { return netip.AddrFrom4([4]byte{169, 254, 1, 1}) }
 
-// ENITable is the route table of the ENI at deviceIndex (device index + 1),
-// the numbering the Amazon VPC CNI uses.
-func ENITable(deviceIndex int) int { return deviceIndex + 1 }
+// ENITable is the route table of the secondary ENI at deviceIndex. The
+// numbering is netfacts.RouteTable, which the agent reports to the plugin;
+// this name stays for callers that know only dataplane.
+func ENITable(deviceIndex int) int { return netfacts.RouteTable(deviceIndex) }
 
-// SubnetGateway is the VPC router's address in subnet: the network address
-// plus one.
-func SubnetGateway(subnet netip.Prefix) netip.Addr {
-	return subnet.Masked().Addr().Next()
-}
+// SubnetGateway is the VPC router's address in subnet (netfacts.SubnetGateway).
+func SubnetGateway(subnet netip.Prefix) netip.Addr { return netfacts.SubnetGateway(subnet) }
 
 // validRouteTable reports whether table may hold a pod's or ENI's routes.
 // 0 means the main table; the kernel reserves 253-255 and 0 otherwise.

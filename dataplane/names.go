@@ -1,25 +1,21 @@
 package dataplane
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/vpcnet/vpcnet/netfacts"
 )
 
 // DefaultVethPrefix is the Amazon VPC CNI's default host veth prefix.
-const DefaultVethPrefix = "eni"
+const DefaultVethPrefix = netfacts.DefaultVethPrefix
 
 // maxVethPrefix leaves room for the 11 hash digits within IFNAMSIZ (15).
 const maxVethPrefix = 4
 
-// HostVethName is the host-side veth of a pod: prefix followed by the first
-// 11 hex digits of sha1("<namespace>.<pod>"). These are the Amazon VPC
-// CNI's names (GeneratePodHostVethName), so after a switch the veths of
-// existing pods are recognised, and policy engines that derive the name
-// the same way (Calico) keep working.
+// HostVethName is the host-side veth of a pod: netfacts.HostVethName, the
+// rule the plugin and the agent share.
 func HostVethName(prefix, podNamespace, podName string) string {
-	sum := sha1.Sum([]byte(podNamespace + "." + podName))
-	return prefix + hex.EncodeToString(sum[:])[:11]
+	return netfacts.HostVethName(prefix, podNamespace, podName)
 }
 
 // ValidateVethPrefix applies the Amazon VPC CNI's rules for

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vpcnet/vpcnet/netfacts"
 	"github.com/vpcnet/vpcnet/sim"
 )
 
@@ -90,7 +91,7 @@ func (f *Fabric) attach(ev sim.Event) error {
 	if err != nil {
 		return fmt.Errorf("MAC %q: %w", ev.MAC, err)
 	}
-	gw := ev.SubnetCIDR.Masked().Addr().Next()
+	gw := netfacts.SubnetGateway(ev.SubnetCIDR)
 	w := &wiredENI{node: n, routerLink: fmt.Sprintf("n%de%d", n.index, ev.DeviceIndex), mac: mac}
 	nodeLink := fmt.Sprintf("eth%d", ev.DeviceIndex)
 	if old, err := f.router.nl.LinkByName(w.routerLink); err == nil {

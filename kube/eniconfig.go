@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -134,6 +134,19 @@ func (c *Client) eniStateLocked() agent.ENIConfigState {
 	return st
 }
 
+// maxENISecurityGroups is the most security groups EC2 attaches to one
+// ENI (5 by default, 16 with a quota increase).
+const maxENISecurityGroups = 16
+
+// EC2's IDs are the prefix and up to 17 hex digits; the local cloud and
+// tests use other letters, so any letters and digits, bounded, are
+// accepted. What matters is refusing what EC2 never gives: spaces,
+// newlines and other bytes that reach EC2 filters, logs and Events.
+var (
+	subnetIDRE = regexp.MustCompile(`^subnet-[0-9A-Za-z]{1,64}$`)
+	groupIDRE  = regexp.MustCompile(`^sg-[0-9A-Za-z]{1,64}$`)
+)
+
 // parseENIConfig reads spec.subnet (required) and spec.securityGroups
 // (optional: empty means the primary ENI's, as in the Amazon VPC CNI).
 func parseENIConfig(u *unstructured.Unstructured) (subnet string, groups []string, err error) {
@@ -146,17 +159,35 @@ func parseENIConfig(u *unstructured.Unstructured) (subnet string, groups []strin
 		return "", nil, fmt.Errorf("spec.subnet: %w", err)
 	case !found || subnet == "":
 		return "", nil, errors.New("spec.subnet is empty: set it to the subnet pods on this node get addresses from (subnet-...)")
-	case !strings.HasPrefix(subnet, "subnet-"):
-		return "", nil, fmt.Errorf("spec.subnet %q is not a subnet ID (subnet-...)", subnet)
+	case !subnetIDRE.MatchString(subnet):
+		return "", nil, fmt.Errorf("spec.subnet %s is not a subnet ID (subnet- and up to 64 letters or digits)", quoteShort(subnet))
 	}
 	groups, _, err = unstructured.NestedStringSlice(u.Object, "spec", "securityGroups")
 	if err != nil {
 		return "", nil, fmt.Errorf("spec.securityGroups: %w", err)
 	}
-	for _, g := range groups {
-		if !strings.HasPrefix(g, "sg-") {
-			return "", nil, fmt.Errorf("spec.securityGroups: %q is not a security group ID (sg-...)", g)
+	if len(groups) > maxENISecurityGroups {
+		return "", nil, fmt.Errorf("spec.securityGroups lists %d groups; an ENI takes at most %d", len(groups), maxENISecurityGroups)
+	}
+	seen := make(map[string]bool, len(groups))
+	for i, g := range groups {
+		if !groupIDRE.MatchString(g) {
+			return "", nil, fmt.Errorf("spec.securityGroups[%d]: %s is not a security group ID (sg- and up to 64 letters or digits)", i, quoteShort(g))
 		}
+		if seen[g] {
+			return "", nil, fmt.Errorf("spec.securityGroups[%d]: %q is listed twice", i, g)
+		}
+		seen[g] = true
 	}
 	return subnet, groups, nil
+}
+
+// quoteShort quotes s for an error, at most 64 bytes of it: an object's
+// field can be a megabyte, and the error goes to logs and Events.
+func quoteShort(s string) string {
+	const maxQuoted = 64
+	if len(s) <= maxQuoted {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:maxQuoted], len(s))
 }

@@ -124,7 +124,7 @@ func (c *Collector) sort(enis []cloud.ENI, now time.Time) (Result, []leak) {
 			continue
 		}
 		res.Seen++
-		created, err := createdAt(e)
+		created, err := createdAt(e, now)
 		if err != nil {
 			res.SkippedUntagged++
 			unreadable[e.ID] = true
@@ -165,16 +165,37 @@ func (c *Collector) refuse(e cloud.ENI) string {
 	return ""
 }
 
-func createdAt(e cloud.ENI) (time.Time, error) {
+// maxClockSkew is how far ahead of this node's clock a created-at tag may
+// be and still count as a young ENI: the creating node's clock may run
+// ahead of ours, but not by a day. Further ahead the tag is corrupt, and
+// counting the ENI young would hide the leak at every scan, forever.
+const maxClockSkew = 24 * time.Hour
+
+// createdAt reads e's created-at tag, refusing a time more than
+// maxClockSkew after now.
+func createdAt(e cloud.ENI, now time.Time) (time.Time, error) {
 	v, ok := e.Tags[cloud.TagCreatedAt]
 	if !ok {
 		return time.Time{}, fmt.Errorf("no %s tag", cloud.TagCreatedAt)
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("tag %s=%q is not an RFC3339 time", cloud.TagCreatedAt, v)
+		return time.Time{}, fmt.Errorf("tag %s=%s is not an RFC3339 time", cloud.TagCreatedAt, quoteShort(v))
+	}
+	if ahead := t.Sub(now); ahead > maxClockSkew {
+		return time.Time{}, fmt.Errorf("tag %s=%s is %s ahead of this node's clock, more than any clock skew (%s)",
+			cloud.TagCreatedAt, quoteShort(v), ahead.Round(time.Second), maxClockSkew)
 	}
 	return t, nil
+}
+
+// quoteShort quotes a tag value for a log line, at most 64 bytes of it.
+func quoteShort(s string) string {
+	const maxQuoted = 64
+	if len(s) <= maxQuoted {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:maxQuoted], len(s))
 }
 
 // settle counts and logs the outcome of deleting l, returning the error

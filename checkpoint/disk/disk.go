@@ -25,8 +25,9 @@ import (
 	"github.com/vpcnet/vpcnet/internal/atomicfile"
 )
 
-// CorruptError is Load's error for a file that exists but does not decode:
-// truncated, corrupt, or of an unknown version.
+// CorruptError is Load's error for a file that exists but does not decode
+// (truncated, corrupt, or of an unknown version) or decodes to a state
+// that cannot be written back.
 type CorruptError struct {
 	// Path is the checkpoint, left untouched.
 	Path string
@@ -71,6 +72,16 @@ func Load(path string) (checkpoint.State, error) {
 		return checkpoint.State{}, fmt.Errorf("load checkpoint %s: %w", path, err)
 	}
 	s, err := checkpoint.Decode(data)
+	if err == nil {
+		// The agent writes the checkpoint back right after loading it. A
+		// state that loads but cannot be saved would stop it at that save,
+		// at every start, with the file neither named corrupt nor copied;
+		// the codec promises this cannot happen, and this keeps the
+		// promise's failure on the corrupt path.
+		if _, encErr := checkpoint.Encode(s); encErr != nil {
+			err = fmt.Errorf("decodes but cannot be written back: %w", encErr)
+		}
+	}
 	if err != nil {
 		copyPath, copyErr := keepCopy(path, data, info)
 		return checkpoint.State{}, &CorruptError{Path: path, Copy: copyPath, CopyErr: copyErr, Err: err}

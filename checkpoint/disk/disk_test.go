@@ -250,3 +250,30 @@ func BenchmarkSave250(b *testing.B) {
 		}
 	}
 }
+
+// A file that decodes but holds what the codec cannot write back used to
+// load, and the agent then failed at its first save and exited at every
+// start. It must take the corrupt path: refused, left in place, copied.
+func TestLoadKeepsAsideAFileThatDecodesButCannotBeWrittenBack(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	data := []byte(`{"version":"vpcnet/1","assignments":[
+{"network":"n","containerID":"a","ifName":"eth0","address":"10.0.0.1","assignedAt":"0000-01-01T00:00:00+01:00"}]}`)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path)
+	var corrupt *CorruptError
+	if !errors.As(err, &corrupt) {
+		t.Fatalf("Load = %+v, %v; want a *CorruptError (Save then says: %v)", s, err, Save(filepath.Join(dir, "resave.json"), s))
+	}
+	if !strings.Contains(err.Error(), "assignments[0]: assignedAt") {
+		t.Errorf("error %q does not name the entry and field", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(data) {
+		t.Errorf("the file was changed to %q", got)
+	}
+	if got, _ := os.ReadFile(corrupt.Copy); string(got) != string(data) {
+		t.Errorf("the copy %q holds %q, want the file's bytes", corrupt.Copy, got)
+	}
+}

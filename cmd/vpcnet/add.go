@@ -29,6 +29,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err := pod.requirePod(); err != nil {
 		return err
 	}
+	if err := conf.validAttachment(args); err != nil {
+		return err
+	}
 	log, closeLog := conf.logger()
 	defer closeLog()
 	a, err := dialAgent(conf)

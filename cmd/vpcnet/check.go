@@ -27,6 +27,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err := pod.requirePod(); err != nil {
 		return err
 	}
+	if err := conf.validAttachment(args); err != nil {
+		return err
+	}
 	if conf.PrevResult == nil {
 		return invalidConf("field prevResult: CHECK needs the result of ADD, and the runtime sent none")
 	}

@@ -10,16 +10,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/netfacts"
 )
 
 const (
 	defaultSocket  = "/run/vpcnet/vpcnetd.sock"
 	defaultTimeout = 30 * time.Second
+	// maxStdin bounds the network configuration. A real one, prevResult
+	// included, is a few kilobytes; GC's list of valid attachments on a
+	// node at its pod limit is tens. Anything near a megabyte is a runtime
+	// bug or an attack, and reading it whole costs the node its memory.
+	maxStdin = 1 << 20
 )
 
 // netConf is the plugin's entry of the conflist: the fields every CNI
@@ -33,6 +40,9 @@ type netConf struct {
 
 // parseConf reads stdin. Errors are CNI errors naming the field at fault.
 func parseConf(stdin []byte) (*netConf, error) {
+	if len(stdin) > maxStdin {
+		return nil, stdinTooLong()
+	}
 	var c netConf
 	if err := json.Unmarshal(stdin, &c.NetConf); err != nil {
 		return nil, configError(err)
@@ -40,14 +50,14 @@ func parseConf(stdin []byte) (*netConf, error) {
 	if err := json.Unmarshal(stdin, &c.plugin); err != nil {
 		return nil, configError(err)
 	}
-	if c.Name == "" {
-		return nil, invalidConf("field name: the network name is empty")
+	if err := netfacts.ValidateNetworkName(c.Name); err != nil {
+		return nil, invalidConf("field name: " + err.Error())
 	}
 	if c.plugin.Socket == "" {
 		c.plugin.Socket = defaultSocket
 	}
 	if c.plugin.VethPrefix == "" {
-		c.plugin.VethPrefix = dataplane.DefaultVethPrefix
+		c.plugin.VethPrefix = netfacts.DefaultVethPrefix
 	}
 	if err := dataplane.ValidateVethPrefix(c.plugin.VethPrefix); err != nil {
 		return nil, invalidConf("field vethPrefix: " + err.Error())
@@ -84,6 +94,11 @@ func configError(err error) *types.Error {
 	return types.NewError(types.ErrDecodingFailure, "network configuration: "+err.Error(), "")
 }
 
+// stdinTooLong is the error for a configuration over maxStdin.
+func stdinTooLong() *types.Error {
+	return invalidConf(fmt.Sprintf("network configuration on stdin is longer than %d bytes (1 MiB), the most vpcnet reads", maxStdin))
+}
+
 func invalidConf(msg string) *types.Error {
 	return types.NewError(types.ErrInvalidNetworkConfig, msg, "")
 }
@@ -116,7 +131,8 @@ func parseArgs(s string) (podArgs, error) {
 	return p, nil
 }
 
-// requirePod insists on the pod's identity, which names its host veth.
+// requirePod insists on the pod's identity, which names its host veth and
+// is recorded by the agent, and on its following Kubernetes' rules.
 func (p podArgs) requirePod() error {
 	var missing []string
 	if p.namespace == "" {
@@ -130,15 +146,28 @@ func (p podArgs) requirePod() error {
 			fmt.Sprintf("CNI_ARGS lacks %s: vpcnet names the pod's host veth after the pod, so it must run under a Kubernetes runtime that passes them",
 				strings.Join(missing, " and ")), "")
 	}
+	if err := netfacts.ValidatePod(p.namespace, p.name); err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_ARGS: "+err.Error(), "")
+	}
 	return nil
 }
 
-// hostVeth is the pod's host veth name, or "" when the pod is unknown.
+// validAttachment checks the key the agent records the address under:
+// CNI_CONTAINERID, CNI_IFNAME and the network name.
+func (c *netConf) validAttachment(args *skel.CmdArgs) error {
+	if err := netfacts.ValidateAttachment(c.Name, args.ContainerID, args.IfName); err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, "attachment: "+err.Error(), "")
+	}
+	return nil
+}
+
+// hostVeth is the pod's host veth name, or "" when the pod is unknown or
+// its names break Kubernetes' rules: no ADD wired such a pod.
 func (c *netConf) hostVeth(p podArgs) string {
-	if p.namespace == "" || p.name == "" {
+	if netfacts.ValidatePod(p.namespace, p.name) != nil {
 		return ""
 	}
-	return dataplane.HostVethName(c.plugin.VethPrefix, p.namespace, p.name)
+	return netfacts.HostVethName(c.plugin.VethPrefix, p.namespace, p.name)
 }
 
 // logger writes to pluginLogFile when set, else warnings and errors to

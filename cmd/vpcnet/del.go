@@ -19,6 +19,11 @@ import (
 // releases the address later from its checkpoint and GC, while a failed DEL
 // could leave the runtime unable to remove the sandbox, and a route or rule
 // would outlive the pod.
+//
+// DEL does not apply ADD's checks of the pod's names and the attachment
+// key: no ADD wired a pod that fails them, so there is nothing of such a
+// pod to unwire, and a key recorded before the checks existed must still
+// be released.
 func cmdDel(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData)
 	if err != nil {

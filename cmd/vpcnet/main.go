@@ -5,6 +5,8 @@
 package main
 
 import (
+	"log"
+	"os"
 	"runtime"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -19,6 +21,12 @@ func init() {
 }
 
 func main() {
+	if err := limitStdin(); err != nil {
+		if perr := err.Print(); perr != nil {
+			log.Print("write the error to stdout: ", perr)
+		}
+		os.Exit(1)
+	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add:    cmdAdd,
 		Del:    cmdDel,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,17 +217,23 @@ func TestAddWithNoAgentSaysWhereItLooked(t *testing.T) {
 
 func TestGarbageInputGetsAPreciseError(t *testing.T) {
 	tests := []struct {
-		name  string
-		extra map[string]any
-		args  [][2]string
-		code  uint
-		want  string
+		name        string
+		extra       map[string]any
+		args        [][2]string
+		containerID string
+		code        uint
+		want        string
 	}{
 		{name: "socket not a string", extra: map[string]any{"socket": 5}, code: types.ErrDecodingFailure, want: "field socket: a JSON number cannot be a string"},
 		{name: "timeout not a duration", extra: map[string]any{"timeout": "soon"}, code: types.ErrInvalidNetworkConfig, want: `field timeout: "soon" is not a positive duration`},
 		{name: "veth prefix too long", extra: map[string]any{"vethPrefix": "podveth"}, code: types.ErrInvalidNetworkConfig, want: "field vethPrefix: veth prefix \"podveth\" is longer than 4 characters"},
 		{name: "CNI_ARGS pair without =", args: [][2]string{{"garbage;K8S_POD_NAME", "web"}}, code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: "garbage" is not a KEY=VALUE pair`},
 		{name: "no pod name", args: [][2]string{{"K8S_POD_NAMESPACE", "default"}}, code: types.ErrInvalidEnvironmentVariables, want: "CNI_ARGS lacks K8S_POD_NAME"},
+		// Both used to be accepted and recorded by the agent.
+		{name: "pod namespace walks a path", args: [][2]string{{"K8S_POD_NAMESPACE", "../../x"}, {"K8S_POD_NAME", "web"}},
+			code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: pod namespace "../../x": must be a DNS-1123 label`},
+		{name: "100,000-character container ID", containerID: strings.Repeat("c", 100_000),
+			code: types.ErrInvalidEnvironmentVariables, want: `attachment: container ID "` + strings.Repeat("c", 64) + `"... (100000 bytes): is longer than 255 bytes`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,6 +241,9 @@ func TestGarbageInputGetsAPreciseError(t *testing.T) {
 			p := h.newPod("web")
 			if tt.args != nil {
 				p.rt.Args = tt.args
+			}
+			if tt.containerID != "" {
+				p.rt.ContainerID = tt.containerID
 			}
 			_, err := h.add(h.conflist("1.1.0", tt.extra), p)
 			wantCNIError(t, err, tt.code, tt.want)
