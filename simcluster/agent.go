@@ -86,10 +86,19 @@ func (n *Node) StartAgent() error {
 	if err != nil {
 		return fmt.Errorf("node %s: start vpcnetd: %w", n.ID, err)
 	}
+	pidFile := filepath.Join(n.Dir, agentPIDFile)
+	if err := writeProcRecord(pidFile, cmd.Process.Pid); err != nil {
+		// Without the record a killed owner could leave this agent
+		// behind unnoticed; refuse rather than run it unrecorded.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("node %s: %w", n.ID, err)
+	}
 	n.cmd = cmd
 	n.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) {
 		err := cmd.Wait()
+		os.Remove(pidFile)
 		n.mu.Lock()
 		n.err = err
 		if n.cmd == cmd {
