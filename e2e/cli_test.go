@@ -23,7 +23,9 @@ type ctlFunc func(args ...string) (string, error)
 // names that cluster gets: derived from the state directory, so the test
 // looks only at its own namespaces while other clusters run.
 func simCLI(t *testing.T) (state, prefix string, ctl ctlFunc, mustCtl func(args ...string) string) {
-	state = t.TempDir()
+	// A directory that does not exist yet, as /run/vpcnet-sim on a fresh
+	// machine: sim up makes it.
+	state = filepath.Join(t.TempDir(), "state")
 	prefix, err := simcluster.PrefixFor(state)
 	if err != nil {
 		t.Fatal(err)

@@ -121,6 +121,9 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := reportLeftovers(stdout, state); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
 	logPath := filepath.Join(state, "sim.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
