@@ -270,3 +270,26 @@ func TestSimAgentStopKillStartAndStatus(t *testing.T) {
 	}
 	mustCtl("sim", "pod", "add", "i-node1", "after-restart")
 }
+
+// `sim up` on the state directory of a killed run first removes what that
+// run recorded (nobody owns it any more), then starts afresh.
+func TestSimUpAfterAKilledCloudRemovesItsLeftoversFirst(t *testing.T) {
+	state, prefix, _, mustCtl := simCLI(t)
+	mustCtl("sim", "up")
+	mustCtl("sim", "pod", "add", "i-node1", "stale")
+	pid := ownerPID(t, state)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := mustCtl("sim", "up")
+	if !strings.Contains(out, "removed leftover namespace "+prefix+"pod-stale") || !strings.Contains(out, "local cloud up") {
+		t.Errorf("sim up after a killed run:\n%s", out)
+	}
+	if out := mustCtl("sim", "pod", "list"); strings.Contains(out, "stale") {
+		t.Errorf("the killed run's pod is still listed:\n%s", out)
+	}
+	mustCtl("sim", "pod", "add", "i-node1", "fresh")
+}

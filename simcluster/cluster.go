@@ -124,6 +124,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	for _, n := range c.Nodes {
+		if err := n.resetAgentState(); err != nil {
+			return nil, err
+		}
 		if err := n.StartAgent(); err != nil {
 			return nil, err
 		}
