@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,7 +65,13 @@ func LockHolder(stateDir string) (pid int, held bool, err error) {
 	case err == nil:
 		return 0, false, nil // closing f releases the probe's lock
 	case errors.Is(err, unix.EWOULDBLOCK):
+		// The owner writes its PID right after it takes the lock; give
+		// it that moment rather than fail on an empty file.
 		pid, err := readLockPID(path)
+		for deadline := time.Now().Add(time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			pid, err = readLockPID(path)
+		}
 		return pid, true, err
 	default:
 		return 0, false, fmt.Errorf("probe %s: %w", path, err)
