@@ -11,6 +11,7 @@
 package cloud
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,17 +94,19 @@ type Options struct {
 // Client is the process's one EC2 and IMDS client. It is safe for
 // concurrent use.
 type Client struct {
-	ec2         *ec2.Client
-	imds        *imds.Client
-	noIMDS      bool
-	region      string
-	instanceID  string
-	clusterName string
-	callTimeout time.Duration
-	buckets     *buckets
-	metrics     *metrics
-	log         *slog.Logger
-	now         func() time.Time
+	ec2    *ec2.Client
+	imds   *imds.Client
+	noIMDS bool
+	// imdsEndpoint is where IMDS is asked, for error messages.
+	imdsEndpoint string
+	region       string
+	instanceID   string
+	clusterName  string
+	callTimeout  time.Duration
+	buckets      *buckets
+	metrics      *metrics
+	log          *slog.Logger
+	now          func() time.Time
 
 	// limitsMu guards limitsCache: instance types learned from EC2.
 	limitsMu    sync.Mutex
@@ -123,15 +126,16 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		noIMDS:      o.NoIMDS,
-		instanceID:  o.InstanceID,
-		clusterName: o.ClusterName,
-		callTimeout: o.CallTimeout,
-		buckets:     b,
-		metrics:     m,
-		log:         o.Logger,
-		now:         o.Now,
-		limitsCache: map[string]limits.Limits{},
+		noIMDS:       o.NoIMDS,
+		imdsEndpoint: cmp.Or(o.IMDSEndpoint, "http://169.254.169.254"),
+		instanceID:   o.InstanceID,
+		clusterName:  o.ClusterName,
+		callTimeout:  o.CallTimeout,
+		buckets:      b,
+		metrics:      m,
+		log:          o.Logger,
+		now:          o.Now,
+		limitsCache:  map[string]limits.Limits{},
 	}
 
 	var hc aws.HTTPClient = awshttp.NewBuildableClient().WithTimeout(o.AttemptTimeout)
@@ -227,23 +231,31 @@ func newRetryer(maxAttempts int, maxBackoff time.Duration) aws.Retryer {
 func (c *Client) learnFromIMDS(ctx context.Context, cfg *aws.Config) error {
 	if c.noIMDS {
 		if cfg.Region == "" {
-			return errors.New("no region: set Options.Region or AWS_REGION (Options.NoIMDS forbids asking IMDS)")
+			return errors.New("no AWS region: set AWS_REGION (for example AWS_REGION=us-west-2); this program does not ask the instance metadata service")
 		}
 		return nil
 	}
 	if cfg.Region == "" {
 		r, err := c.imdsRegion(ctx)
 		if err != nil {
-			return fmt.Errorf("learn region from IMDS (set Options.Region to skip): %w", err)
+			return fmt.Errorf("learn the AWS region from the instance metadata service at %s (set AWS_REGION to skip this): %w; %s", c.imdsEndpoint, err, imdsCauses)
 		}
 		cfg.Region = r
 	}
 	if c.instanceID == "" {
 		id, err := c.imdsGet(ctx, "instance-id")
 		if err != nil {
-			return fmt.Errorf("learn instance id from IMDS (set Options.InstanceID to skip): %w", err)
+			return fmt.Errorf("learn the instance ID from the instance metadata service at %s: %w; %s", c.imdsEndpoint, err, imdsCauses)
 		}
 		c.instanceID = id
 	}
 	return nil
 }
+
+// imdsCauses is what operators of the Amazon VPC CNI found behind an
+// unanswered IMDS, in order of how often, with the fix for each.
+const imdsCauses = "likely causes: the instance's metadata hop limit is 1 and this runs in a container without host networking " +
+	"(run it with hostNetwork, or raise HttpPutResponseHopLimit to 2 with aws ec2 modify-instance-metadata-options); " +
+	"IMDSv2 is required and the token PUT is blocked by a proxy or firewall (allow PUT to /latest/api/token; unset HTTP_PROXY for 169.254.169.254 with NO_PROXY); " +
+	"the metadata service is off (HttpEndpoint=disabled); " +
+	"or VPCNET_IMDS_ENDPOINT points elsewhere"

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/google/go-cmp/cmp"
@@ -135,10 +136,34 @@ func TestDescribeSelfFailsWhenThePrimaryENIIsIncomplete(t *testing.T) {
 	}
 }
 
+// The region errors name what an operator can set (AWS_REGION), never a
+// Go field; they used to say "set Options.Region".
 func TestNewWithoutIMDSNeedsARegion(t *testing.T) {
 	simtest.IsolateAWSEnv(t)
 	_, err := New(context.Background(), Options{NoIMDS: true, EC2Endpoint: "http://127.0.0.1:1"})
-	if err == nil || !strings.Contains(err.Error(), "Options.Region") {
-		t.Errorf("err = %v, want one naming Options.Region", err)
+	if err == nil || !strings.Contains(err.Error(), "AWS_REGION") || strings.Contains(err.Error(), "Options.") {
+		t.Errorf("err = %v, want one naming AWS_REGION and no Go field", err)
+	}
+}
+
+// When IMDS refuses the IMDSv2 token (a proxy or firewall blocking the
+// PUT, as a hop limit of 1 does from a container), New names the
+// endpoint, the setting that skips the lookup, and the likely causes.
+func TestNewWithoutTheIMDSTokenNamesTheSettingAndCauses(t *testing.T) {
+	simtest.IsolateAWSEnv(t)
+	endpoint := simtest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "blocked", http.StatusForbidden)
+	}))
+	_, err := New(context.Background(), Options{IMDSEndpoint: endpoint, EC2Endpoint: "http://127.0.0.1:1", CallTimeout: 5 * time.Second})
+	if err == nil {
+		t.Fatal("New succeeded with IMDS refusing every request")
+	}
+	for _, want := range []string{endpoint, "AWS_REGION", "hop limit", "token PUT", "VPCNET_IMDS_ENDPOINT"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to mention %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "Options.") {
+		t.Errorf("err = %v names a Go field no operator can set", err)
 	}
 }

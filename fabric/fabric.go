@@ -37,14 +37,20 @@ type Options struct {
 	Logger *slog.Logger
 	// MTU of the ENI links; zero means DefaultMTU.
 	MTU int
+	// Created, if set, is called with the name of each namespace right
+	// after it is created, so the caller can write it down and remove
+	// exactly it later even if this process is killed before Close. An
+	// error deletes the namespace again and fails Start.
+	Created func(name string) error
 }
 
 // Fabric mirrors one emulated VPC into network namespaces.
 type Fabric struct {
-	cloud  *sim.Cloud
-	prefix string
-	log    *slog.Logger
-	mtu    int
+	cloud   *sim.Cloud
+	prefix  string
+	log     *slog.Logger
+	mtu     int
+	created func(name string) error
 
 	router   *space
 	internet *space
@@ -89,7 +95,7 @@ func Start(ctx context.Context, c *sim.Cloud, opts Options) (_ *Fabric, err erro
 		return nil, errors.New("fabric: Options.Prefix is required so leftovers can be found")
 	}
 	f := &Fabric{
-		cloud: c, prefix: opts.Prefix, log: opts.Logger, mtu: opts.MTU,
+		cloud: c, prefix: opts.Prefix, log: opts.Logger, mtu: opts.MTU, created: opts.Created,
 		nodes: map[string]*node{}, enis: map[string]*wiredENI{}, changed: make(chan struct{}),
 		done: make(chan struct{}),
 	}
@@ -154,6 +160,11 @@ func (f *Fabric) newSpace(suffix string) (*space, error) {
 	path, err := CreateNS(s.name)
 	if err != nil {
 		return nil, err
+	}
+	if f.created != nil {
+		if err := f.created(s.name); err != nil {
+			return nil, errors.Join(fmt.Errorf("record namespace %s: %w", s.name, err), DeleteNS(s.name))
+		}
 	}
 	s.path = path
 	h, err := nsHandle(path)

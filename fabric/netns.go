@@ -67,9 +67,31 @@ func DeleteNS(name string) error {
 	return nil
 }
 
+// Names lists the named namespaces whose names start with prefix, to check
+// that a run left nothing behind.
+func Names(prefix string) ([]string, error) {
+	ents, err := os.ReadDir(netnsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list network namespaces: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
 // Sweep deletes every named namespace whose name starts with prefix: what a
 // run that was killed before it could clean up left behind. It returns the
-// names it removed.
+// names it removed. Use it only with a prefix no other run can hold (a
+// random one, as the benchmark driver makes): a shared prefix deletes the
+// namespaces of clusters that are still running. simcluster removes
+// exactly what a cluster recorded instead.
 func Sweep(prefix string) ([]string, error) {
 	if prefix == "" {
 		return nil, errors.New("sweep: empty prefix would remove every namespace")

@@ -39,7 +39,12 @@ func (g *grab) anyAddrs(n int) ([]netip.Addr, error) {
 	}
 	got, ok := g.sn.pool.takeAny(n)
 	if !ok {
-		return nil, errorf(codeInsufficientFreeAddresses, "The specified subnet %s does not have enough free addresses to satisfy the request: %d requested, %d free.", g.sn.id, n, g.sn.pool.free)
+		// Count the whole request against the subnet as it was before
+		// the request: what this request took already (its primary
+		// address, named addresses and prefixes) goes back on failure,
+		// so that is the free count DescribeSubnets shows the operator.
+		held := g.held()
+		return nil, errorf(codeInsufficientFreeAddresses, "The specified subnet %s does not have enough free addresses to satisfy the request: %d requested, %d free.", g.sn.id, held+n, g.sn.pool.free+held)
 	}
 	g.addrs = append(g.addrs, got...)
 	return got, nil
@@ -65,11 +70,14 @@ func (g *grab) anyPrefixes(n int) ([]netip.Prefix, error) {
 	}
 	got, ok := g.sn.pool.takeAnyPrefixes(n)
 	if !ok {
-		return nil, errorf(codeInsufficientCidrBlocks, "There are not enough free cidr blocks in the specified subnet %s to satisfy the request: %d /28 requested (%d addresses free, possibly fragmented).", g.sn.id, n, g.sn.pool.free)
+		return nil, errorf(codeInsufficientCidrBlocks, "There are not enough free cidr blocks in the specified subnet %s to satisfy the request: %d /28 requested (%d addresses free, possibly fragmented).", g.sn.id, n, g.sn.pool.free+g.held())
 	}
 	g.prefixes = append(g.prefixes, got...)
 	return got, nil
 }
+
+// held counts the addresses this request has taken so far, a /28 as 16.
+func (g *grab) held() int { return len(g.addrs) + 16*len(g.prefixes) }
 
 // undo gives everything back.
 func (g *grab) undo() {

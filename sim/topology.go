@@ -1,11 +1,10 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Topology describes the cloud the emulator starts with: one VPC, its
@@ -113,19 +112,31 @@ func (f FaultSpec) Fault() Fault {
 }
 
 // ParseTopology reads a topology from YAML or JSON and checks it. Unknown
-// fields are errors, so a misspelt knob is not silently ignored.
+// fields are errors, so a misspelt knob is not silently ignored. Every
+// error is a *TopologyError, with the line when the mistake has one.
 func ParseTopology(data []byte) (*Topology, error) {
 	var t Topology
-	if err := yaml.UnmarshalStrict(data, &t); err != nil {
-		return nil, fmt.Errorf("parse topology: %w", err)
+	if err := decodeTopology(data, &t); err != nil {
+		var te *TopologyError
+		if errors.As(err, &te) {
+			return nil, te
+		}
+		return nil, &TopologyError{Err: err}
 	}
 	if err := t.validate(); err != nil {
-		return nil, fmt.Errorf("topology: %w", err)
+		te := &TopologyError{Err: err}
+		var pe *pathError
+		if errors.As(err, &pe) {
+			te.Line = lineOf(data, pe.path)
+		}
+		return nil, te
 	}
 	return &t, nil
 }
 
-// LoadTopology reads and checks the topology file at path.
+// LoadTopology reads and checks the topology file at path. An error in
+// the file reads "FILE:LINE: what is wrong", as compilers write it, so
+// editors jump to it.
 func LoadTopology(path string) (*Topology, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -133,7 +144,13 @@ func LoadTopology(path string) (*Topology, error) {
 	}
 	t, err := ParseTopology(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		var te *TopologyError
+		if errors.As(err, &te) && te.Line > 0 {
+			where := *te
+			where.Line = 0
+			return nil, fmt.Errorf("topology %s:%d: %w", path, te.Line, &where)
+		}
+		return nil, fmt.Errorf("topology %s: %w", path, err)
 	}
 	return t, nil
 }

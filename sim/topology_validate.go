@@ -23,10 +23,10 @@ func (t *Topology) validate() error {
 	for _, c := range t.VPC.CIDRs {
 		p, err := parseIPv4Prefix(c)
 		if err != nil {
-			return fmt.Errorf("vpc %s: %w", t.VPC.ID, err)
+			return at("vpc.cidrs", fmt.Errorf("vpc %s: %w", t.VPC.ID, err))
 		}
 		if p.Bits() < 16 || p.Bits() > 28 {
-			return fmt.Errorf("vpc %s: cidr %s: EC2 allows /16 to /28", t.VPC.ID, c)
+			return at("vpc.cidrs", fmt.Errorf("vpc %s: cidr %s: EC2 allows /16 to /28", t.VPC.ID, c))
 		}
 		vpcCIDRs = append(vpcCIDRs, p)
 	}
@@ -37,28 +37,28 @@ func (t *Topology) validate() error {
 	var seen []netip.Prefix
 	for i, s := range t.Subnets {
 		if s.ID == "" {
-			return fmt.Errorf("subnets[%d]: id is required", i)
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnets[%d]: id is required", i))
 		}
 		if subnets[s.ID] {
-			return fmt.Errorf("subnet %s: duplicate id", s.ID)
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: duplicate id", s.ID))
 		}
 		subnets[s.ID] = true
 		if !strings.HasPrefix(s.AZ, t.Region) {
-			return fmt.Errorf("subnet %s: az %q is not in region %s (want e.g. %sa)", s.ID, s.AZ, t.Region, t.Region)
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: az %q is not in region %s (want e.g. %sa)", s.ID, s.AZ, t.Region, t.Region))
 		}
 		p, err := parseIPv4Prefix(s.CIDR)
 		if err != nil {
-			return fmt.Errorf("subnet %s: %w", s.ID, err)
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: %w", s.ID, err))
 		}
 		if p.Bits() < 16 || p.Bits() > 28 {
-			return fmt.Errorf("subnet %s: cidr %s: EC2 allows /16 to /28", s.ID, s.CIDR)
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: cidr %s: EC2 allows /16 to /28", s.ID, s.CIDR))
 		}
 		if !insideAny(p, vpcCIDRs) {
-			return fmt.Errorf("subnet %s: cidr %s is outside the VPC cidrs %v", s.ID, s.CIDR, t.VPC.CIDRs)
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: cidr %s is outside the VPC cidrs %v", s.ID, s.CIDR, t.VPC.CIDRs))
 		}
 		for _, o := range seen {
 			if o.Overlaps(p) {
-				return fmt.Errorf("subnet %s: cidr %s overlaps %s", s.ID, s.CIDR, o)
+				return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: cidr %s overlaps %s", s.ID, s.CIDR, o))
 			}
 		}
 		seen = append(seen, p)
@@ -74,39 +74,39 @@ func (t *Topology) validate() error {
 	for i, it := range t.InstanceTypes {
 		switch {
 		case it.Name == "":
-			return fmt.Errorf("instanceTypes[%d]: name is required", i)
+			return at(fmt.Sprintf("instanceTypes[%d]", i), fmt.Errorf("instanceTypes[%d]: name is required", i))
 		case it.MaxENIs < 1:
-			return fmt.Errorf("instance type %s: maxENIs must be at least 1", it.Name)
+			return at(fmt.Sprintf("instanceTypes[%d]", i), fmt.Errorf("instance type %s: maxENIs must be at least 1", it.Name))
 		case it.IPv4PerENI < 1:
-			return fmt.Errorf("instance type %s: ipv4PerENI must be at least 1", it.Name)
+			return at(fmt.Sprintf("instanceTypes[%d]", i), fmt.Errorf("instance type %s: ipv4PerENI must be at least 1", it.Name))
 		case it.Hypervisor != "" && it.Hypervisor != "nitro" && it.Hypervisor != "xen":
-			return fmt.Errorf("instance type %s: hypervisor %q: want nitro or xen", it.Name, it.Hypervisor)
+			return at(fmt.Sprintf("instanceTypes[%d]", i), fmt.Errorf("instance type %s: hypervisor %q: want nitro or xen", it.Name, it.Hypervisor))
 		}
 		custom[it.Name] = true
 	}
 	ids := map[string]bool{}
 	for i, in := range t.Instances {
 		if in.ID == "" {
-			return fmt.Errorf("instances[%d]: id is required", i)
+			return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instances[%d]: id is required", i))
 		}
 		if ids[in.ID] {
-			return fmt.Errorf("instance %s: duplicate id", in.ID)
+			return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: duplicate id", in.ID))
 		}
 		ids[in.ID] = true
 		if !subnets[in.Subnet] {
-			return fmt.Errorf("instance %s: subnet %q is not defined in subnets", in.ID, in.Subnet)
+			return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: subnet %q is not defined in subnets", in.ID, in.Subnet))
 		}
 		if _, ok := lookupType(in.Type, t.InstanceTypes); !ok {
-			return fmt.Errorf("instance %s: instance type %q is unknown: add it to instanceTypes with maxENIs and ipv4PerENI", in.ID, in.Type)
+			return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: instance type %q is unknown: add it to instanceTypes with maxENIs and ipv4PerENI", in.ID, in.Type))
 		}
 		for _, g := range in.SecurityGroups {
 			if !groups[g] {
-				return fmt.Errorf("instance %s: security group %s is not defined in securityGroups", in.ID, g)
+				return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: security group %s is not defined in securityGroups", in.ID, g))
 			}
 		}
 		if in.PrivateIP != "" {
 			if _, err := netip.ParseAddr(in.PrivateIP); err != nil {
-				return fmt.Errorf("instance %s: privateIp: %w", in.ID, err)
+				return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: privateIp: %w", in.ID, err))
 			}
 		}
 	}
@@ -120,16 +120,16 @@ func (t *Topology) validate() error {
 	}
 	for action, f := range t.Faults {
 		if action != "*" && lookupAction(action) == nil {
-			return fmt.Errorf("faults.%s: no such action (want one the emulator serves, e.g. AttachNetworkInterface, or * for all)", action)
+			return at("faults."+action, fmt.Errorf("faults.%s: no such action (want one the emulator serves, e.g. AttachNetworkInterface, or * for all)", action))
 		}
 		if err := f.Fault().validate(); err != nil {
-			return fmt.Errorf("faults.%s: %w", action, err)
+			return at("faults."+action, fmt.Errorf("faults.%s: %w", action, err))
 		}
 	}
 	switch t.AddressOrder {
 	case "", "sequential", "random":
 	default:
-		return fmt.Errorf("addressOrder %q: want sequential or random", t.AddressOrder)
+		return at("addressOrder", fmt.Errorf("addressOrder %q: want sequential or random", t.AddressOrder))
 	}
 	return nil
 }
@@ -183,3 +183,15 @@ func insideAny(p netip.Prefix, outer []netip.Prefix) bool {
 	}
 	return false
 }
+
+// at marks a validation error with the path of the entry it is about, so
+// ParseTopology can give the line; the message names the entry already.
+func at(path string, err error) error { return &pathError{path: path, err: err} }
+
+type pathError struct {
+	path string
+	err  error
+}
+
+func (e *pathError) Error() string { return e.err.Error() }
+func (e *pathError) Unwrap() error { return e.err }

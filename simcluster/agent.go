@@ -59,6 +59,20 @@ func (n *Node) agentEnv() []string {
 	return append(env, n.env...)
 }
 
+// resetAgentState removes what an agent of an earlier cluster in the same
+// state directory kept: a new cluster is a new cloud, and a checkpoint
+// that says which pod holds which address of ENIs that no longer exist
+// would be restored as if it were true (the new cloud hands the same
+// addresses out again). The agent's log stays, and goes on.
+func (n *Node) resetAgentState() error {
+	for _, d := range []string{"lib", "net.d", "run", "cni-cache", "aws-node"} {
+		if err := os.RemoveAll(filepath.Join(n.Dir, d)); err != nil {
+			return fmt.Errorf("node %s: remove the state an earlier cluster left: %w", n.ID, err)
+		}
+	}
+	return nil
+}
+
 // StartAgent runs vpcnetd inside the node's namespace; its log goes to
 // AgentLog. The agent is killed if this process dies.
 func (n *Node) StartAgent() error {
@@ -86,10 +100,19 @@ func (n *Node) StartAgent() error {
 	if err != nil {
 		return fmt.Errorf("node %s: start vpcnetd: %w", n.ID, err)
 	}
+	pidFile := filepath.Join(n.Dir, agentPIDFile)
+	if err := writeProcRecord(pidFile, cmd.Process.Pid); err != nil {
+		// Without the record a killed owner could leave this agent
+		// behind unnoticed; refuse rather than run it unrecorded.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("node %s: %w", n.ID, err)
+	}
 	n.cmd = cmd
 	n.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) {
 		err := cmd.Wait()
+		os.Remove(pidFile)
 		n.mu.Lock()
 		n.err = err
 		if n.cmd == cmd {

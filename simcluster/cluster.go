@@ -17,9 +17,6 @@ import (
 	"github.com/vpcnet/vpcnet/sim"
 )
 
-// DefaultPrefix starts the names of the namespaces `vpcnetctl sim` makes.
-const DefaultPrefix = "vpcsim-"
-
 // Options describe a cluster to start.
 type Options struct {
 	Topology *sim.Topology
@@ -29,7 +26,8 @@ type Options struct {
 	// StateDir receives one directory per node (checkpoint, socket, CNI
 	// configuration, agent log) and the cluster's state file. Required.
 	StateDir string
-	// Prefix starts every namespace name; empty means DefaultPrefix.
+	// Prefix starts every namespace name; empty means PrefixFor(StateDir),
+	// so clusters with different state directories never share a name.
 	Prefix string
 	// AgentEnv adds settings (KEY=VALUE) to every agent's environment;
 	// NodeEnv to one node's, by instance ID, after AgentEnv.
@@ -79,7 +77,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, errors.New("simcluster: Topology, BinDir and StateDir are required")
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
+		if opts.Prefix, err = PrefixFor(opts.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckPrefix(opts.Prefix); err != nil {
+		return nil, fmt.Errorf("simcluster: %w", err)
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("simcluster: state directory: %w", err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -89,7 +95,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("simcluster: %s is not built in %s (run make build-sim): %w", bin, opts.BinDir, err)
 		}
 	}
-	c := &Cluster{log: opts.Logger}
+	c := &Cluster{log: opts.Logger, state: State{Prefix: opts.Prefix, StateDir: opts.StateDir}}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -98,7 +104,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.Cloud, err = sim.NewCloud(opts.Topology, opts.CloudOptions); err != nil {
 		return nil, err
 	}
-	if c.Fabric, err = fabric.Start(ctx, c.Cloud, fabric.Options{Prefix: opts.Prefix, Logger: opts.Logger.With("part", "fabric")}); err != nil {
+	if c.Fabric, err = fabric.Start(ctx, c.Cloud, fabric.Options{
+		Prefix: opts.Prefix, Logger: opts.Logger.With("part", "fabric"),
+		Created: func(name string) error { return recordNamespace(opts.StateDir, name) },
+	}); err != nil {
 		return nil, err
 	}
 	c.state = State{Prefix: opts.Prefix, BinDir: opts.BinDir, StateDir: opts.StateDir, Internet: c.Fabric.InternetNS(), PID: os.Getpid()}
@@ -115,6 +124,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	for _, n := range c.Nodes {
+		if err := n.resetAgentState(); err != nil {
+			return nil, err
+		}
 		if err := n.StartAgent(); err != nil {
 			return nil, err
 		}
@@ -122,12 +134,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// ErrNotRunning says a state directory holds no running cluster.
+var ErrNotRunning = errors.New("no cluster state (cluster.json) there")
+
 // Attach opens the cluster another process started in stateDir, to add and
 // delete pods and read the agents' endpoints.
 func Attach(stateDir string) (*Cluster, error) {
 	data, err := os.ReadFile(filepath.Join(stateDir, "cluster.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no local cloud is running with state in %s: start one with `vpcnetctl sim up`", stateDir)
+		return nil, fmt.Errorf("no local cloud is running with state in %s: %w", stateDir, ErrNotRunning)
 	}
 	if err != nil {
 		return nil, err
@@ -191,9 +206,11 @@ func (c *Cluster) Close() error {
 	if c.Cloud != nil {
 		c.Cloud.Close()
 	}
-	if c.state.Prefix != "" {
-		// Pods' namespaces outlive nothing once their node is gone.
-		if _, err := fabric.Sweep(c.state.Prefix); err != nil {
+	if c.state.StateDir != "" {
+		// Pods' namespaces, and anything the fabric could not delete:
+		// exactly what this cluster recorded, never a sweep by prefix,
+		// which would take another cluster's namespaces with it.
+		if _, err := RemoveRecorded(c.state.StateDir); err != nil {
 			errs = append(errs, err)
 		}
 	}

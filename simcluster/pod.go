@@ -125,6 +125,9 @@ func (n *Node) AddPodWith(ctx context.Context, name string, opts PodOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	if err := recordNamespace(n.cluster.state.StateDir, nsName); err != nil {
+		return nil, errors.Join(fmt.Errorf("add pod %s: record its namespace: %w", name, err), fabric.DeleteNS(nsName))
+	}
 	p.NetNS = path
 	cni, list, err := n.cni(p.Chain...)
 	if err == nil {

@@ -121,3 +121,31 @@ func (c *Cluster) WaitSettled(ctx context.Context) error {
 	}
 	return nil
 }
+
+// AgentStatus is the part of an agent's /v1/status that says whether it
+// can serve and, if not, why.
+type AgentStatus struct {
+	Ready      bool `json:"ready"`
+	Conditions []struct {
+		Name    string `json:"name"`
+		OK      bool   `json:"ok"`
+		Message string `json:"message"`
+	} `json:"conditions"`
+	LastEC2Error string `json:"lastEc2Error"`
+}
+
+// Status asks the agent for its /v1/status. An error means the agent did
+// not answer: it is not running, or not serving yet.
+func (n *Node) Status(ctx context.Context) (AgentStatus, error) {
+	var st AgentStatus
+	// The status is the answer whatever the agent's readiness, so any
+	// HTTP status with a JSON body counts.
+	body, _, err := n.get(ctx, "/v1/status")
+	if err != nil {
+		return st, fmt.Errorf("node %s: no answer on %s: %w", n.ID, introspection, err)
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("node %s: decode /v1/status: %w", n.ID, err)
+	}
+	return st, nil
+}

@@ -16,42 +16,54 @@ import (
 )
 
 // simUsage lists the sim subcommands.
-const simUsage = `want one of:
+const simUsage = `usage: vpcnetctl sim COMMAND [ARGS]; every command takes --help
   vpcnetctl sim demo [--bin DIR]                  run the whole demo and tear it down
-  vpcnetctl sim up [--topology FILE] [--bin DIR]  start a cluster and keep it up
+  vpcnetctl sim up [--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX]
+                                                  start a cluster and keep it up
   vpcnetctl sim pod add NODE NAME | pod del NAME | pod list
-  vpcnetctl sim status                            nodes, pods and each agent's pool
-  vpcnetctl sim down                              stop it and remove what is left
-  vpcnetctl sim serve --topology FILE             only the EC2 API and IMDS, on loopback`
+  vpcnetctl sim agent stop|start|kill NODE        stop, start or kill one node's vpcnetd
+  vpcnetctl sim status                            each agent's readiness and last error, pods, pools
+  vpcnetctl sim down                              stop it and remove what its state directory recorded
+  vpcnetctl sim serve --topology FILE             only the EC2 API and IMDS, on loopback
+Commands act on the cluster whose state is in --state DIR (default ` + defaultStateDir + `);
+clusters with different state directories run side by side.`
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: %s", errUsage, simUsage)
 	}
+	if wantHelp(args) {
+		fmt.Fprintln(stdout, simUsage)
+		return nil
+	}
 	sub := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"serve": simServe, "demo": simDemo, "up": simUp, "down": simDown,
-		"pod": simPod, "status": simStatus, "run": simRun,
+		"pod": simPod, "status": simStatus, "run": simRun, "agent": simAgent,
 	}[args[0]]
 	if sub == nil {
 		return fmt.Errorf("%w: unknown \"sim %s\"; %s", errUsage, args[0], simUsage)
 	}
-	return sub(ctx, args[1:], stdout, stderr)
+	err := sub(ctx, args[1:], stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed: asking for it is no failure
+	}
+	return err
 }
 
 // simServe runs the local cloud until ctx ends: the EC2 API on one
 // listener and each instance's IMDS on its own, then prints the endpoints
 // and, per instance, the environment an agent on it needs.
 func simServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("vpcnetctl sim serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := simFlags("serve", "--topology FILE [--ec2-listen ADDR] [--imds-listen ADDR] [-v]", stderr)
 	topoPath := fs.String("topology", "", "topology file, YAML or JSON (see sim/README.md)")
 	ec2Listen := fs.String("ec2-listen", "127.0.0.1:0", "address for the EC2 API; port 0 picks a free one")
 	imdsListen := fs.String("imds-listen", "127.0.0.1:0", "address for the first instance's IMDS; with port P the k-th instance gets P+k, with port 0 each a free one")
 	verbose := fs.Bool("v", false, "log every API request")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	pos, err := parseSimFlags(fs, args)
+	if err != nil {
+		return err
 	}
-	if *topoPath == "" || fs.NArg() > 0 {
+	if *topoPath == "" || len(pos) > 0 {
 		return fmt.Errorf("%w: want \"vpcnetctl sim serve --topology FILE [--ec2-listen ADDR] [--imds-listen ADDR]\"", errUsage)
 	}
 	topo, err := sim.LoadTopology(*topoPath)

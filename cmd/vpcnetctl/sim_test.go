@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -162,6 +163,71 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		}
 		if code != 2 || !strings.Contains(errw.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, errw.String(), tt.want)
+		}
+	}
+}
+
+// Every sim command answers --help (and -h) with its usage and exit
+// status 0. `sim pod --help` used to fail before its flags were parsed,
+// and `sim serve --help` printed "flag: help requested".
+func TestSimHelpExitsZeroWithUsage(t *testing.T) {
+	cmds := [][]string{
+		{"sim"}, {"sim", "serve"}, {"sim", "demo"}, {"sim", "up"}, {"sim", "run"}, {"sim", "down"},
+		{"sim", "status"}, {"sim", "pod"}, {"sim", "pod", "add"}, {"sim", "pod", "del"}, {"sim", "pod", "list"},
+		{"sim", "agent"}, {"sim", "agent", "stop"},
+	}
+	for _, c := range cmds {
+		for _, h := range []string{"--help", "-h"} {
+			args := append(append([]string(nil), c...), h)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				var out, errw bytes.Buffer
+				code := run(context.Background(), args, &out, &errw)
+				all := out.String() + errw.String()
+				want := "usage: vpcnetctl " + strings.Join(c[:min(2, len(c))], " ")
+				if code != 0 || !strings.Contains(all, want) || strings.Contains(all, "help requested") {
+					t.Errorf("exit %d, output:\n%s\nwant 0 and %q", code, all, want)
+				}
+			})
+		}
+	}
+}
+
+// A broken topology stops `sim up` before anything starts, on the
+// terminal, naming the file and line: no background process, no log.
+func TestSimUpRejectsABadTopologyBeforeStarting(t *testing.T) {
+	dir := t.TempDir()
+	topo := filepath.Join(dir, "bad.yaml")
+	bad := strings.Replace(topology, "  - {id: i-node2, type: c5.large, subnet: subnet-a}", "  - {id: i-node2, type: c5.large, subnet: subnet-a, zone: b}", 1)
+	if err := os.WriteFile(topo, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	var out, errw bytes.Buffer
+	code := run(context.Background(), []string{"sim", "up", "--topology", topo, "--state", state, "--bin", dir}, &out, &errw)
+	if code != 1 || !strings.Contains(errw.String(), topo+":9:") || !strings.Contains(errw.String(), `unknown field "zone"`) {
+		t.Errorf("exit %d, stderr %q; want 1 naming %s:9 and the unknown field", code, errw.String(), topo)
+	}
+	if _, err := os.Stat(filepath.Join(state, "sim.log")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sim.log exists (%v): a background process was started for a topology that cannot work", err)
+	}
+}
+
+// Hints repeat the --state in use, so pasting one acts on the same
+// cluster; the default state directory is left out as the user left it.
+func TestSimCmdRepeatsTheStateInUse(t *testing.T) {
+	tests := []struct {
+		state string
+		args  []string
+		want  string
+	}{
+		{defaultStateDir, []string{"down"}, "vpcnetctl sim down"},
+		{defaultStateDir + "/", []string{"status"}, "vpcnetctl sim status"},
+		{"/tmp/a", []string{"pod", "add", "i-node1", "web-1"}, "vpcnetctl sim pod add i-node1 web-1 --state /tmp/a"},
+		{"/tmp/my cluster", []string{"down"}, "vpcnetctl sim down --state '/tmp/my cluster'"},
+	}
+	for _, tt := range tests {
+		if got := simCmd(tt.state, tt.args...); got != tt.want {
+			t.Errorf("simCmd(%q, %q) = %q, want %q", tt.state, tt.args, got, tt.want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,18 +14,18 @@ import (
 	"github.com/vpcnet/vpcnet/simcluster"
 )
 
-// demoPrefix names the demo's namespaces apart from `sim up`'s.
-const demoPrefix = "vpcdemo-"
-
 // simDemo runs the README's demo: two nodes, ten pods, connectivity
 // proven every way, the agents' pools shown, everything removed.
 func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("vpcnetctl sim demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := simFlags("demo", "[--bin DIR] [--topology FILE] [--pods N] [--prefix PREFIX]", stderr)
 	cf := addClusterFlags(fs)
 	pods := fs.Int("pods", 10, "pods to create, spread over the nodes")
-	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 || *pods < 1 {
-		return fmt.Errorf("%w: want \"vpcnetctl sim demo [--bin DIR] [--topology FILE] [--pods N]\"", errUsage)
+	pos, err := parseSimFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || *pods < 1 {
+		return fmt.Errorf("%w: want \"vpcnetctl sim demo [--bin DIR] [--topology FILE] [--pods N]\" (see `vpcnetctl sim demo --help`)", errUsage)
 	}
 	start := time.Now()
 	step := func(format string, a ...any) {
@@ -37,14 +36,13 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return err
 	}
 	defer os.RemoveAll(state)
+	// A fresh state directory gives this demo namespace names of its
+	// own, so demos and clusters that other people run at the same time
+	// are never touched.
 	*cf.state = state
 	opts, err := cf.options(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
-	}
-	opts.Prefix = demoPrefix
-	if left, _ := fabric.Sweep(demoPrefix); len(left) > 0 {
-		step("removed %d namespaces an interrupted demo left", len(left))
 	}
 
 	step("starting the local cloud: EC2 API and IMDS emulator, VPC fabric, vpcnetd on every node")
@@ -55,7 +53,7 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	defer func() {
 		step("tearing down: agents stopped, namespaces deleted")
 		cerr := c.Close()
-		if left, _ := fabric.Sweep(demoPrefix); len(left) > 0 {
+		if left, _ := fabric.Names(opts.Prefix); len(left) > 0 {
 			cerr = errors.Join(cerr, fmt.Errorf("namespaces left after teardown: %v", left))
 		}
 		if cerr == nil && err == nil {

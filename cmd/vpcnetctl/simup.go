@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/vpcnet/vpcnet/fabric"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
@@ -22,32 +21,32 @@ import (
 //go:embed demo-topology.yaml
 var demoTopology []byte
 
-// defaultStateDir is where `sim up` keeps the cluster's state so that
-// later commands find it.
-const defaultStateDir = "/run/vpcnet-sim"
-
 // clusterFlags are the flags that say which cluster to build.
 type clusterFlags struct {
-	topology, bin, state *string
+	topology, bin, state, prefix *string
 }
 
 func addClusterFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
 		topology: fs.String("topology", "", "topology file (see sim/README.md); empty means the demo's two m5.large nodes"),
 		bin:      fs.String("bin", "", "directory holding vpcnetd, vpcnet and portmap; empty means this program's directory"),
-		state:    fs.String("state", defaultStateDir, "directory for the cluster's state"),
+		state:    fs.String("state", defaultStateDir, "directory for the cluster's state; one cluster per directory"),
+		prefix:   fs.String("prefix", "", "start of the cluster's namespace names; empty means vpcsim- and a hash of the --state path, so clusters with different state directories never share names"),
 	}
 }
 
+// options reads and checks everything the flags name: the topology (its
+// errors say FILE:LINE), the binaries, the state directory and the
+// prefix. `sim up` calls it before it forks, so a mistake shows on the
+// terminal instead of in a background process's log.
 func (f clusterFlags) options(log *slog.Logger) (simcluster.Options, error) {
-	data := demoTopology
+	var topo *sim.Topology
+	var err error
 	if *f.topology != "" {
-		var err error
-		if data, err = os.ReadFile(*f.topology); err != nil {
-			return simcluster.Options{}, err
-		}
+		topo, err = sim.LoadTopology(*f.topology)
+	} else if topo, err = sim.ParseTopology(demoTopology); err != nil {
+		err = fmt.Errorf("the built-in demo topology: %w", err)
 	}
-	topo, err := sim.ParseTopology(data)
 	if err != nil {
 		return simcluster.Options{}, err
 	}
@@ -55,46 +54,87 @@ func (f clusterFlags) options(log *slog.Logger) (simcluster.Options, error) {
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return simcluster.Options{}, err
+			return simcluster.Options{}, fmt.Errorf("find this program's directory for --bin: %w", err)
 		}
 		bin = filepath.Dir(exe)
 	}
 	if bin, err = filepath.Abs(bin); err != nil {
-		return simcluster.Options{}, err
+		return simcluster.Options{}, fmt.Errorf("--bin %s: %w", bin, err)
 	}
-	state, err := filepath.Abs(*f.state)
+	for _, b := range []string{"vpcnetd", "vpcnet", "portmap"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return simcluster.Options{}, fmt.Errorf("%s is not in %s (run `make build-sim`, or point --bin at the directory holding it): %w", b, bin, err)
+		}
+	}
+	state, err := absState(*f.state)
 	if err != nil {
 		return simcluster.Options{}, err
 	}
-	return simcluster.Options{Topology: topo, BinDir: bin, StateDir: state, Logger: log}, nil
+	prefix := *f.prefix
+	if prefix == "" {
+		if prefix, err = simcluster.PrefixFor(state); err != nil {
+			return simcluster.Options{}, err
+		}
+	}
+	if err := simcluster.CheckPrefix(prefix); err != nil {
+		return simcluster.Options{}, fmt.Errorf("%w: --prefix: %v", errUsage, err)
+	}
+	return simcluster.Options{Topology: topo, BinDir: bin, StateDir: state, Prefix: prefix, Logger: log}, nil
+}
+
+// runArgs are the flags `sim up` gives its background `sim run`: every
+// path absolute and the prefix spelt out, so the two cannot disagree.
+func (f clusterFlags) runArgs(opts simcluster.Options) []string {
+	args := []string{"sim", "run", "--state", opts.StateDir, "--bin", opts.BinDir, "--prefix", opts.Prefix}
+	if *f.topology != "" {
+		abs, err := filepath.Abs(*f.topology)
+		if err != nil {
+			abs = *f.topology // options read it by this name a moment ago
+		}
+		args = append(args, "--topology", abs)
+	}
+	return args
 }
 
 // simUp starts the cluster in a background process (`sim run`) and returns
 // once every agent is ready.
 func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("vpcnetctl sim up", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX]", stderr)
 	cf := addClusterFlags(fs)
-	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
-		return fmt.Errorf("%w: want \"vpcnetctl sim up [--topology FILE] [--bin DIR] [--state DIR]\"", errUsage)
-	}
-	if _, err := simcluster.Attach(*cf.state); err == nil {
-		return fmt.Errorf("a local cloud is already running with state in %s; stop it with `vpcnetctl sim down`", *cf.state)
-	}
-	if err := os.MkdirAll(*cf.state, 0o700); err != nil {
-		return err
-	}
-	logPath := filepath.Join(*cf.state, "sim.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	pos, err := parseSimFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected %q (see `vpcnetctl sim up --help`)", errUsage, pos[0])
+	}
+	opts, err := cf.options(nil)
+	if err != nil {
+		return err
+	}
+	state := opts.StateDir
+	if pid, held, _ := simcluster.LockHolder(state); held {
+		return fmt.Errorf("a local cloud (pid %d) is already running with state in %s; stop it with `%s`, or start another with a different --state", pid, state, simCmd(state, "down"))
+	}
+	// Nobody owns the state directory: what it records is a killed
+	// run's, and only this directory's.
+	if err := reportLeftovers(stdout, state); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	logPath := filepath.Join(state, "sim.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open the local cloud's log: %w", err)
 	}
 	defer logf.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, append([]string{"sim", "run"}, args...)...)
+	cmd := exec.Command(exe, cf.runArgs(opts)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this shell
 	if err := cmd.Start(); err != nil {
@@ -109,38 +149,44 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for c == nil {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the local cloud stopped (%v); its log is %s", err, logPath)
+			return fmt.Errorf("the local cloud stopped (%v); the end of its log %s:\n%s", err, logPath, tailFile(logPath, 15))
 		case <-ctx.Done():
-			return fmt.Errorf("the local cloud did not come up: %w; its log is %s", ctx.Err(), logPath)
+			return fmt.Errorf("the local cloud did not come up: %w; its log is %s; remove what it made with `%s`", ctx.Err(), logPath, simCmd(state, "down"))
 		case <-time.After(100 * time.Millisecond):
-			c, _ = simcluster.Attach(*cf.state)
+			c, _ = simcluster.Attach(state)
 		}
 	}
 	if err := c.WaitReady(ctx); err != nil {
-		return err
+		return fmt.Errorf("%w\nthe local cloud keeps running; look with `%s`, remove it with `%s`", err, simCmd(state, "status"), simCmd(state, "down"))
 	}
-	fmt.Fprintf(stdout, "local cloud up (pid %d, log %s)\n", cmd.Process.Pid, logPath)
+	fmt.Fprintf(stdout, "local cloud up (pid %d, state %s, namespaces %s*, log %s)\n", cmd.Process.Pid, state, opts.Prefix, logPath)
 	for _, n := range c.Nodes {
 		fmt.Fprintf(stdout, "  %-10s %-10s %-12s netns %s\n", n.ID, n.Type, n.PrimaryIP, n.NetNS)
 	}
-	fmt.Fprintf(stdout, "next: vpcnetctl sim pod add %s web-1; vpcnetctl sim status; vpcnetctl sim down\n", c.Nodes[0].ID)
+	fmt.Fprintf(stdout, "next: %s; %s; %s\n", simCmd(state, "pod", "add", c.Nodes[0].ID, "web-1"), simCmd(state, "status"), simCmd(state, "down"))
 	return nil
 }
 
 // simRun is the background half of `sim up`: it holds the emulator and
 // the agents until SIGTERM (`sim down`), then removes everything.
 func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("vpcnetctl sim run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := simFlags("run", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] (what `sim up` runs in the background)", stderr)
 	cf := addClusterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if _, err := parseSimFlags(fs, args); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts, err := cf.options(log)
 	if err != nil {
 		return err
 	}
+	// The lock says this process owns the state directory for as long
+	// as it lives, however it ends; `sim down` and `sim up` ask it.
+	release, err := simcluster.LockState(opts.StateDir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := simcluster.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -149,69 +195,27 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := c.Close(); err != nil {
 			log.Error("teardown", "err", err)
 		}
-		removePodRecords(opts.StateDir)
+		removeStateFiles(opts.StateDir)
 	}()
+	stopControl, err := serveControl(c, log)
+	if err != nil {
+		return err
+	}
+	defer stopControl()
 	<-ctx.Done()
 	log.Info("stopping the local cloud")
 	return nil
 }
 
-// simDown stops the cluster `sim up` started and removes any namespace a
-// crashed run left behind.
-func simDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("vpcnetctl sim down", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	state := fs.String("state", defaultStateDir, "directory of the cluster's state")
-	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
-		return fmt.Errorf("%w: want \"vpcnetctl sim down [--state DIR]\"", errUsage)
-	}
-	prefix := simcluster.DefaultPrefix
-	if c, err := simcluster.Attach(*state); err == nil {
-		st := c.State()
-		prefix = st.Prefix
-		if err := stopProcess(ctx, st.PID, 30*time.Second); err != nil {
-			fmt.Fprintf(stderr, "vpcnetctl sim down: %v\n", err)
-		} else {
-			fmt.Fprintf(stdout, "stopped the local cloud (pid %d)\n", st.PID)
-		}
-		os.Remove(filepath.Join(*state, "cluster.json"))
-	}
-	removePodRecords(*state)
-	removed, err := fabric.Sweep(prefix)
-	for _, n := range removed {
-		fmt.Fprintf(stdout, "removed leftover namespace %s\n", n)
-	}
+// tailFile is the last lines of a file, for an error message.
+func tailFile(path string, lines int) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return "(" + err.Error() + ")"
 	}
-	fmt.Fprintln(stdout, "nothing of the local cloud is left")
-	return nil
-}
-
-// stopProcess sends SIGTERM and waits; after grace it sends SIGKILL.
-func stopProcess(ctx context.Context, pid int, grace time.Duration) error {
-	if pid <= 0 {
-		return errors.New("no process recorded")
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
 	}
-	p, _ := os.FindProcess(pid)
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("process %d is gone already (%v); removing leftovers", pid, err)
-	}
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		if p.Signal(syscall.Signal(0)) != nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	_ = p.Signal(syscall.SIGKILL)
-	return fmt.Errorf("process %d did not stop within %s; killed it", pid, grace)
-}
-
-func removePodRecords(state string) {
-	os.RemoveAll(filepath.Join(state, "pods"))
+	return strings.Join(all, "\n")
 }
