@@ -36,6 +36,7 @@ func commands() []command {
 		{"enis", "the node's ENIs and their addresses", runENIs},
 		{"pods", "which pod holds which address", runPods},
 		{"config", "the agent's settings, with defaults", runConfig},
+		{"bundle", "write a support bundle (.tar.gz), also when the agent is down", runBundle},
 		{"version", "this binary's version and the agent's, and whether they match", runVersion},
 		{"sim", "run the local cloud (EC2 API and IMDS emulator)", runSim},
 	}

@@ -79,4 +79,3 @@ func joinVersion(v, commit string) string {
 	}
 	return v + " commit " + commit
 }
-

@@ -35,8 +35,8 @@ func TestEveryBinaryReportsTheSameVersion(t *testing.T) {
 	_ = plugin.Run() // exits non-zero: no CNI command
 
 	outputs := map[string]string{
-		"vpcnetd --version": run1(t, filepath.Join(dir, "vpcnetd"), "--version"),
-		"vpcnetctl version": run1(t, filepath.Join(dir, "vpcnetctl"), "version", "--agent", unreachableAddr(t)),
+		"vpcnetd --version":       run1(t, filepath.Join(dir, "vpcnetd"), "--version"),
+		"vpcnetctl version":       run1(t, filepath.Join(dir, "vpcnetctl"), "version", "--agent", unreachableAddr(t)),
 		"vpcnet (no CNI_COMMAND)": pluginOut.String(),
 	}
 	// The version as the binaries' build information has it; a test
