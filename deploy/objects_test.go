@@ -63,10 +63,10 @@ type manifestSet struct {
 	crd     *apiextv1.CustomResourceDefinition
 	sa      *corev1.ServiceAccount
 	role    *rbacv1.ClusterRole
-	// operator is the ClusterRole for `kubectl vpcnet` (agentexec).
-	operator *rbacv1.ClusterRole
 	binding *rbacv1.ClusterRoleBinding
 	ds      *appsv1.DaemonSet
+	// operator is the ClusterRole of `kubectl vpcnet` (agentexec).
+	operator *rbacv1.ClusterRole
 }
 
 // typed decodes each object strictly: a misspelt or misplaced field, which

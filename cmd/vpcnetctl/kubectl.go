@@ -87,4 +87,3 @@ func onNode(ctx context.Context, rc *rest.Config, namespace, node string, argv [
 	}
 	return code
 }
-
