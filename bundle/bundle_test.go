@@ -42,23 +42,23 @@ func newFakeNode(t *testing.T, agentUp bool) *fakeNode {
 	log := write("vpcnetd.log", `{"level":"INFO","msg":"ready"}`+"\n"+`{"msg":"kube","header":"Authorization: Bearer sekrit-token-1"}`+"\n", 0o600)
 	cp := write("lib/checkpoint.json", `{"version":1,"assignments":[{"address":"10.0.0.11"}]}`, 0o600)
 	write("net.d/10-vpcnet.conflist", `{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpcnet"}]}`, 0o644)
-	write("bin/vpcnet", "#!/bin/sh\nif [ \"$CNI_COMMAND\" = VERSION ]; then echo '{\"cniVersion\":\"1.1.0\",\"supportedVersions\":[\"1.1.0\"]}'; exit 0; fi\necho 'vpcnet: test plugin version v9.9.9' >&2; exit 1\n", 0o755)
+	write("bin/vpcnet", "#!/bin/sh\nif [ \"$CNI_COMMAND\" = VERSION ]; then echo '{\"cniVersion\":\"1.1.0\",\"supportedVersions\":[\"1.1.0\"]}'; exit 0; fi\necho 'vpcnet: test plugin version v9.9.9' >&2; exit 0\n", 0o755)
 	n.opts = Options{
 		AgentLogs: []string{log}, Checkpoint: cp,
 		CNIConfDir: filepath.Join(dir, "net.d"), CNIBinDir: filepath.Join(dir, "bin"),
 		Self: "/nonexistent/vpcnetctl",
 	}
-	n.opts.Run = func(ctx context.Context, name string, args []string, env []string) ([]byte, error) {
+	n.opts.Run = func(ctx context.Context, name string, args []string, env []string) ([]byte, []byte, error) {
 		n.ran = append(n.ran, name+" "+strings.Join(args, " "))
 		switch {
 		case name == "ip" || name == "nft":
-			return []byte(`[{"ifname":"eth0"}]`), nil
+			return []byte(`[{"ifname":"eth0"}]`), nil, nil
 		case name == n.opts.Self:
-			return nil, errors.New(`vpcnetctl doctor: exit status 2: unknown command "doctor"`)
+			return nil, nil, errors.New(`vpcnetctl doctor: exit status 2: unknown command "doctor"`)
 		case strings.HasPrefix(name, dir):
 			return RunCommand(ctx, name, args, env) // the fake plugin, for real
 		}
-		return nil, errors.New(name + ": executable file not found in $PATH")
+		return nil, nil, errors.New(name + ": executable file not found in $PATH")
 	}
 	if agentUp {
 		mux := http.NewServeMux()

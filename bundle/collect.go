@@ -33,8 +33,9 @@ type Options struct {
 	// Self is this vpcnetctl, run as `Self doctor -o json`; empty skips
 	// doctor with the reason recorded.
 	Self string
-	// Run runs a command and returns its stdout; nil means RunCommand.
-	Run func(ctx context.Context, name string, args []string, env []string) ([]byte, error)
+	// Run runs a command and returns its stdout and stderr; nil means
+	// RunCommand.
+	Run func(ctx context.Context, name string, args []string, env []string) (stdout, stderr []byte, err error)
 	// HTTP is the client for the agent; nil means one with a 5 s timeout.
 	HTTP *http.Client
 }

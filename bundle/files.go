@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -105,22 +104,21 @@ func addCNI(ctx context.Context, a *Archive, o Options) error {
 	var report strings.Builder
 	var failed []string
 	for _, b := range bins {
-		info, err := b.Info()
+		path := filepath.Join(o.CNIBinDir, b.Name())
+		info, err := os.Stat(path) // following symlinks, as the runtime does
 		if err != nil || !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
 			continue
 		}
-		path := filepath.Join(o.CNIBinDir, b.Name())
-		out, err := o.Run(ctx, path, nil, []string{"CNI_COMMAND=VERSION"})
+		out, _, err := o.Run(ctx, path, nil, []string{"CNI_COMMAND=VERSION"})
 		fmt.Fprintf(&report, "%s\n  VERSION: %s\n", b.Name(), strings.TrimSpace(string(out)))
 		if err != nil {
 			fmt.Fprintf(&report, "  VERSION failed: %v\n", err)
 			failed = append(failed, b.Name())
 		}
 		// With no CNI_COMMAND a plugin prints its about string (with
-		// its version, for vpcnet and the reference plugins) and fails.
-		_, aboutErr := o.Run(ctx, path, nil, []string{"CNI_COMMAND="})
-		if aboutErr != nil {
-			fmt.Fprintf(&report, "  about: %s\n", aboutLine(aboutErr))
+		// its version, for vpcnet and the reference plugins) on stderr.
+		if _, about, _ := o.Run(ctx, path, nil, []string{"CNI_COMMAND="}); len(about) > 0 {
+			fmt.Fprintf(&report, "  about: %s\n", strings.SplitN(strings.TrimSpace(string(about)), "\n", 2)[0])
 		}
 	}
 	var err2 error
@@ -129,18 +127,6 @@ func addCNI(ctx context.Context, a *Archive, o Options) error {
 	}
 	return a.Add("cni/plugins.txt", []byte(report.String()), err2)
 }
-
-// aboutLine is the plugin's about string from the error RunCommand
-// returned: the stderr after the command line and exit status.
-func aboutLine(err error) string {
-	msg := err.Error()
-	if m := exitStatus.FindStringIndex(msg); m != nil {
-		msg = msg[m[1]:]
-	}
-	return strings.SplitN(msg, "\n", 2)[0]
-}
-
-var exitStatus = regexp.MustCompile(`exit status \d+: `)
 
 var errNoSelf = errors.New("doctor not run: vpcnetctl's own path is unknown")
 
@@ -155,7 +141,7 @@ func addDoctor(ctx context.Context, a *Archive, o Options) error {
 	if o.Agent != introspect.DefaultAddr {
 		args = append(args, "--agent", o.Agent)
 	}
-	out, err := o.Run(ctx, o.Self, args, nil)
+	out, _, err := o.Run(ctx, o.Self, args, nil)
 	if err != nil && len(out) > 0 {
 		err = nil // findings of severity error: the bundle has them
 	}

@@ -37,7 +37,7 @@ var hostCommands = []struct {
 
 func addHost(ctx context.Context, a *Archive, o Options) error {
 	for _, c := range hostCommands {
-		out, err := o.Run(ctx, c.argv[0], c.argv[1:], nil)
+		out, _, err := o.Run(ctx, c.argv[0], c.argv[1:], nil)
 		if err := a.Add(c.file, out, err); err != nil {
 			return err
 		}
@@ -50,9 +50,9 @@ func addHost(ctx context.Context, a *Archive, o Options) error {
 const commandTimeout = 20 * time.Second
 
 // RunCommand runs name with args, env added to this process's
-// environment, and returns its stdout. A failure's error carries the
-// command line and the end of its stderr.
-func RunCommand(ctx context.Context, name string, args []string, env []string) ([]byte, error) {
+// environment, and returns its stdout and stderr. A failure's error
+// carries the command line and the start of its stderr.
+func RunCommand(ctx context.Context, name string, args []string, env []string) ([]byte, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -70,11 +70,11 @@ func RunCommand(ctx context.Context, name string, args []string, env []string) (
 			msg = msg[:300] + "..."
 		}
 		if msg != "" {
-			return stdout.Bytes(), fmt.Errorf("%s: %w: %s", strings.Join(append([]string{name}, args...), " "), err, msg)
+			return stdout.Bytes(), stderr.Bytes(), fmt.Errorf("%s: %w: %s", strings.Join(append([]string{name}, args...), " "), err, msg)
 		}
-		return stdout.Bytes(), fmt.Errorf("%s: %w", strings.Join(append([]string{name}, args...), " "), err)
+		return stdout.Bytes(), stderr.Bytes(), fmt.Errorf("%s: %w", strings.Join(append([]string{name}, args...), " "), err)
 	}
-	return stdout.Bytes(), nil
+	return stdout.Bytes(), stderr.Bytes(), nil
 }
 
 // limitedBuffer keeps the first max bytes and discards the rest, without
