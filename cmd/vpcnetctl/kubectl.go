@@ -64,7 +64,11 @@ func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kubectl vpcnet: kubeconfig: %v (give --kubeconfig FILE or set KUBECONFIG)\n", err)
 		return exitFailed
 	}
-	return onNode(ctx, rc, *namespace, pos[1], []string{"vpcnetctl", pos[0], "-o", *output}, stdout, stderr)
+	argv := []string{"vpcnetctl", pos[0]}
+	if *output == "json" {
+		argv = append(argv, "-o", "json") // the table is each command's default
+	}
+	return onNode(ctx, rc, *namespace, pos[1], argv, stdout, stderr)
 }
 
 // onNode runs argv in the agent's container on node and returns its exit
