@@ -22,12 +22,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/vpcnet/vpcnet/agentexec/agentexectest"
 	"github.com/vpcnet/vpcnet/deploy"
 	"github.com/vpcnet/vpcnet/internal/kubetest"
 )
 
 // kube is this package's API server: real etcd and kube-apiserver with
-// RBAC, no kubelet (fakeKubelet stands in for the exec endpoint).
+// RBAC, no kubelet (agentexectest.Kubelet stands in for the exec endpoint).
 var kube kubetest.Shared
 
 func TestMain(m *testing.M) { os.Exit(kube.Run(m)) }
@@ -102,7 +103,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // node registers a Node whose kubelet is kl (nil: a kubelet at an address
 // where nothing listens).
-func (e *env) node(t *testing.T, base string, kl *fakeKubelet) string {
+func (e *env) node(t *testing.T, base string, kl *agentexectest.Kubelet) string {
 	t.Helper()
 	name := base + "-" + e.id
 	n, err := e.admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
@@ -111,7 +112,7 @@ func (e *env) node(t *testing.T, base string, kl *fakeKubelet) string {
 	}
 	port := int32(1) // nothing listens on port 1
 	if kl != nil {
-		port = kl.port(t)
+		port = kl.Port(t)
 	}
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
@@ -238,7 +239,7 @@ func TestExecRunsVpcnetctlInTheAgentsContainerThroughTheAPIServer(t *testing.T) 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := setup(t)
-			kl := newFakeKubelet(t, tt.stdout, tt.code)
+			kl := agentexectest.NewKubelet(t, tt.stdout, tt.code)
 			node := e.node(t, "n1", kl)
 			pod := e.pod(t, "vpcnet-abcde", node, true, corev1.PodRunning)
 			cs, err := kubernetes.NewForConfig(e.operator)
@@ -258,7 +259,7 @@ func TestExecRunsVpcnetctlInTheAgentsContainerThroughTheAPIServer(t *testing.T) 
 				t.Errorf("exit %d, stdout %q; want %d, %q", code, &stdout, tt.wantCode, tt.stdout)
 			}
 			want := []string{e.ns + "/" + pod.Name + "/" + Container + ": vpcnetctl status -o json"}
-			if got := kl.execs(); !slices.Equal(got, want) {
+			if got := kl.Execs(); !slices.Equal(got, want) {
 				t.Errorf("the kubelet was asked %q, want %q", got, want)
 			}
 		})
@@ -290,7 +291,7 @@ func TestAnExecThatCannotReachTheKubeletIsAnError(t *testing.T) {
 // with what the role grants, both ways.
 func TestTheOperatorRoleGrantsExactlyWhatThePluginUses(t *testing.T) {
 	e := setup(t)
-	kl := newFakeKubelet(t, "ok\n", 0)
+	kl := agentexectest.NewKubelet(t, "ok\n", 0)
 	node := e.node(t, "n1", kl)
 	e.pod(t, "vpcnet-abcde", node, true, corev1.PodRunning)
 	cs, err := kubernetes.NewForConfig(e.operator)

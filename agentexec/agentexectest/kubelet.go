@@ -1,4 +1,6 @@
-package agentexec
+// Package agentexectest is a kubelet's exec endpoint for tests that run
+// an exec through a real API server with no kubelet (internal/kubetest).
+package agentexectest
 
 import (
 	"encoding/json"
@@ -15,12 +17,12 @@ import (
 	"k8s.io/streaming/pkg/httpstream/spdy"
 )
 
-// fakeKubelet is the exec endpoint of a kubelet, enough for the API
+// Kubelet is the exec endpoint of a kubelet, enough for the API
 // server to carry an exec to it: it speaks the SPDY remote command
 // protocol (v4, which the API server uses towards kubelets, translating a
 // WebSocket client's stream), records what it was asked to run, and
 // answers with fixed output and exit code.
-type fakeKubelet struct {
+type Kubelet struct {
 	srv    *httptest.Server
 	stdout string
 	code   int
@@ -30,14 +32,18 @@ type fakeKubelet struct {
 	calls []string
 }
 
-func newFakeKubelet(t *testing.T, stdout string, code int) *fakeKubelet {
-	k := &fakeKubelet{stdout: stdout, code: code}
+// NewKubelet serves exec on a TLS listener on loopback until the test
+// ends. Each exec prints stdout and exits with code.
+func NewKubelet(t testing.TB, stdout string, code int) *Kubelet {
+	k := &Kubelet{stdout: stdout, code: code}
 	k.srv = httptest.NewTLSServer(http.HandlerFunc(k.serve))
 	t.Cleanup(k.srv.Close)
 	return k
 }
 
-func (k *fakeKubelet) port(t *testing.T) int32 {
+// Port is the kubelet port to put in the Node's status
+// (daemonEndpoints.kubeletEndpoint.port), with InternalIP 127.0.0.1.
+func (k *Kubelet) Port(t testing.TB) int32 {
 	t.Helper()
 	_, p, _ := strings.Cut(strings.TrimPrefix(k.srv.URL, "https://"), ":")
 	n, err := strconv.Atoi(p)
@@ -47,13 +53,14 @@ func (k *fakeKubelet) port(t *testing.T) int32 {
 	return int32(n)
 }
 
-func (k *fakeKubelet) execs() []string {
+// Execs are the execs asked for, each "NAMESPACE/POD/CONTAINER: ARGV...".
+func (k *Kubelet) Execs() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return append([]string(nil), k.calls...)
 }
 
-func (k *fakeKubelet) serve(w http.ResponseWriter, r *http.Request) {
+func (k *Kubelet) serve(w http.ResponseWriter, r *http.Request) {
 	// /exec/NAMESPACE/POD/CONTAINER?command=...&command=...
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if len(parts) != 4 || parts[0] != "exec" {
