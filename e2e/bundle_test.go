@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -20,11 +21,12 @@ import (
 const bundleNode = `
   - {id: i-a, type: m5.large, subnet: subnet-a}`
 
-// A support bundle is taken on a demo node as an operator would on the
-// node (vpcnetctl run in the node's network namespace), once with the
+// vpcnetctl status and version, and a support bundle, on a demo node as an
+// operator would run them on the
+// node (in the node's network namespace), once with the
 // agent serving and once with it stopped: both open, both list every part,
 // and the second says the agent's parts could not be collected.
-func TestBundleFromANodeWithItsAgentUpAndDown(t *testing.T) {
+func TestVpcnetctlOnANodeWithItsAgentUpAndDown(t *testing.T) {
 	c := startCluster(t, bundleNode, nil)
 	n := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -33,6 +35,12 @@ func TestBundleFromANodeWithItsAgentUpAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if code, out := ctlOnNode(t, n, "status"); code != 0 || !strings.Contains(out, "ready:") {
+		t.Errorf("vpcnetctl status on a ready node: exit %d\n%s", code, out)
+	}
+	if code, out := ctlOnNode(t, n, "version"); code != 0 || !strings.Contains(out, "(same build)") {
+		t.Errorf("vpcnetctl version beside the agent it was built with: exit %d\n%s", code, out)
+	}
 	up := takeBundle(t, n)
 	for _, part := range []string{"agent/v1-status.json", "agent/v1-enis.json", "agent/v1-pods.json", "agent/v1-config.json", "agent/readyz.json", "agent/metrics.txt", "checkpoint/checkpoint.json", "host/ip-route-all.json", "host/nft-ruleset.json", "cni/plugins.txt"} {
 		if got := up.manifest[part]; got != "ok" {
@@ -52,6 +60,9 @@ func TestBundleFromANodeWithItsAgentUpAndDown(t *testing.T) {
 	if err := n.StopAgent(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if code, out := ctlOnNode(t, n, "status"); code != 3 {
+		t.Errorf("vpcnetctl status with the agent stopped: exit %d, want 3\n%s", code, out)
+	}
 	down := takeBundle(t, n)
 	for part := range up.manifest {
 		if _, ok := down.manifest[part]; !ok {
@@ -68,6 +79,24 @@ func TestBundleFromANodeWithItsAgentUpAndDown(t *testing.T) {
 			t.Errorf("agent down: %s is %q, want ok", part, got)
 		}
 	}
+}
+
+// ctlOnNode runs vpcnetctl in the node's namespace and returns its exit
+// code and output.
+func ctlOnNode(t *testing.T, n *simcluster.Node, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "vpcnetctl"), args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := fabric.Do(n.NetNS, cmd.Run)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), out.String()
+	}
+	if err != nil {
+		t.Fatalf("vpcnetctl %v in %s: %v", args, n.NetNS, err)
+	}
+	return 0, out.String()
 }
 
 type openedBundle struct {
