@@ -21,11 +21,11 @@ import (
 const bundleNode = `
   - {id: i-a, type: m5.large, subnet: subnet-a}`
 
-// vpcnetctl status and version, and a support bundle, on a demo node as an
-// operator would run them on the
-// node (in the node's network namespace), once with the
-// agent serving and once with it stopped: both open, both list every part,
-// and the second says the agent's parts could not be collected.
+// vpcnetctl status and version, and a support bundle, run on a demo node
+// as an operator would (in the node's network namespace), once with the
+// agent serving and once with it stopped: status exits 0 then 3; both
+// bundles open and list every part, and the second says the agent's parts
+// could not be collected.
 func TestVpcnetctlOnANodeWithItsAgentUpAndDown(t *testing.T) {
 	c := startCluster(t, bundleNode, nil)
 	n := c.Nodes[0]
