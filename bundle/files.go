@@ -128,6 +128,11 @@ func addCNI(ctx context.Context, a *Archive, o Options) error {
 	return a.Add("cni/plugins.txt", []byte(report.String()), err2)
 }
 
+// NestedEnv is set in the environment of the commands the bundle runs
+// itself (doctor): vpcnetctl refuses to take a bundle inside a bundle, so
+// a mistake can never make them run each other without end.
+const NestedEnv = "VPCNET_BUNDLE_RUNNING"
+
 var errNoSelf = errors.New("doctor not run: vpcnetctl's own path is unknown")
 
 // addDoctor runs `vpcnetctl doctor -o json`. Doctor exits non-zero when
@@ -141,7 +146,7 @@ func addDoctor(ctx context.Context, a *Archive, o Options) error {
 	if o.Agent != introspect.DefaultAddr {
 		args = append(args, "--agent", o.Agent)
 	}
-	out, _, err := o.Run(ctx, o.Self, args, nil)
+	out, _, err := o.Run(ctx, o.Self, args, []string{NestedEnv + "=1"})
 	if err != nil && len(out) > 0 {
 		err = nil // findings of severity error: the bundle has them
 	}

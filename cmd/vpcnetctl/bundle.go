@@ -19,6 +19,10 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// executable is this vpcnetctl, which the bundle runs as `doctor`; a
+// test replaces it, since its own binary is the test binary.
+var executable = os.Executable
+
 func runBundle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o bundle.Options
 	var logs stringList
@@ -28,7 +32,7 @@ func runBundle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"ruleset, the CNI configuration and plugin versions, doctor's findings and versions.\n"+
 			"Secrets are redacted. Works with the agent down: MANIFEST in the bundle says, part by\n"+
 			"part, what was collected and why not. Run it on the node as root (it needs ip and nft).")
-	out := f.String("o", "", "bundle file (default vpcnet-bundle-HOST-TIME.tar.gz in the current directory)")
+	out := f.String("o", "", "bundle file, or - for stdout (`kubectl exec POD -- vpcnetctl bundle -o - > b.tar.gz`); default vpcnet-bundle-HOST-TIME.tar.gz here")
 	f.StringVar(&o.Agent, "agent", introspect.DefaultAddr, "the agent's introspection address (INTROSPECTION_BIND_ADDRESS)")
 	f.StringVar(&o.Metrics, "metrics", bundle.DefaultMetrics, "the agent's metrics address (VPCNET_METRICS_BIND_ADDRESS)")
 	f.Var(&logs, "agent-log", "the agent's log file (repeatable; default: the kubelet's logs of the vpcnet pod)")
@@ -47,9 +51,12 @@ func runBundle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *logMiB < 1 || *maxMiB < 1 {
 		return fmt.Errorf("%w: --log-size and --max-size are MiB, at least 1", errUsage)
 	}
+	if os.Getenv(bundle.NestedEnv) != "" {
+		return fmt.Errorf("%s is set: this vpcnetctl was started by a bundle being taken, and does not take one itself", bundle.NestedEnv)
+	}
 	o.AgentLogs = logs
 	o.LogLimit = *logMiB << 20
-	if self, err := os.Executable(); err == nil {
+	if self, err := executable(); err == nil {
 		o.Self = self
 	}
 	now := time.Now()
@@ -58,8 +65,18 @@ func runBundle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		host, _ := os.Hostname()
 		path = fmt.Sprintf("vpcnet-bundle-%s-%s.tar.gz", orDash(host), now.UTC().Format("20060102T150405Z"))
 	}
-	size, entries, err := writeBundle(ctx, path, now, o, *maxMiB<<20)
-	if err != nil {
+	report := stdout
+	var size int64
+	var entries []bundle.Entry
+	if path == "-" {
+		// The archive is stdout; the summary goes to stderr.
+		report = stderr
+		cw := &countingWriter{w: stdout}
+		if entries, err = collect(ctx, cw, now, o, *maxMiB<<20); err != nil {
+			return err
+		}
+		size, path = cw.n, "stdout"
+	} else if size, entries, err = writeBundle(ctx, path, now, o, *maxMiB<<20); err != nil {
 		return err
 	}
 	failed := 0
@@ -68,7 +85,7 @@ func runBundle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			failed++
 		}
 	}
-	fmt.Fprintf(stdout, "wrote %s: %s, %d parts, %d not collected (see MANIFEST inside)\n", path, humanBytes(size), len(entries), failed)
+	fmt.Fprintf(report, "wrote %s: %s, %d parts, %d not collected (see MANIFEST inside)\n", path, humanBytes(size), len(entries), failed)
 	return nil
 }
 
@@ -80,12 +97,8 @@ func writeBundle(ctx context.Context, path string, now time.Time, o bundle.Optio
 		return 0, nil, fmt.Errorf("bundle %s: %w (choose another place with -o)", path, err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	a := bundle.NewArchive(tmp, now, 0, total)
-	if err := bundle.Collect(ctx, a, o); err != nil {
-		tmp.Close()
-		return 0, nil, err
-	}
-	if err := a.Close(); err != nil {
+	entries, err := collect(ctx, tmp, now, o, total)
+	if err != nil {
 		tmp.Close()
 		return 0, nil, err
 	}
@@ -99,7 +112,31 @@ func writeBundle(ctx context.Context, path string, now time.Time, o bundle.Optio
 	if err != nil {
 		return 0, nil, fmt.Errorf("bundle %s: %w", path, err)
 	}
-	return st.Size(), a.Entries(), nil
+	return st.Size(), entries, nil
+}
+
+// collect writes a whole bundle to w.
+func collect(ctx context.Context, w io.Writer, now time.Time, o bundle.Options, total int) ([]bundle.Entry, error) {
+	a := bundle.NewArchive(w, now, 0, total)
+	if err := bundle.Collect(ctx, a, o); err != nil {
+		return nil, err
+	}
+	if err := a.Close(); err != nil {
+		return nil, err
+	}
+	return a.Entries(), nil
+}
+
+// countingWriter counts what passes through, for the size printed.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func humanBytes(n int64) string {
