@@ -65,6 +65,8 @@ type manifestSet struct {
 	role    *rbacv1.ClusterRole
 	binding *rbacv1.ClusterRoleBinding
 	ds      *appsv1.DaemonSet
+	// operator is the ClusterRole of `kubectl vpcnet` (agentexec).
+	operator *rbacv1.ClusterRole
 }
 
 // typed decodes each object strictly: a misspelt or misplaced field, which
@@ -82,6 +84,11 @@ func typed(objs []object) (manifestSet, error) {
 			seen, m.sa = m.sa != nil, &corev1.ServiceAccount{}
 			target = m.sa
 		case "ClusterRole":
+			if o.raw["metadata"].(map[string]any)["name"] == "vpcnet-operator" {
+				seen, m.operator = m.operator != nil, &rbacv1.ClusterRole{}
+				target = m.operator
+				break
+			}
 			seen, m.role = m.role != nil, &rbacv1.ClusterRole{}
 			target = m.role
 		case "ClusterRoleBinding":
@@ -91,7 +98,7 @@ func typed(objs []object) (manifestSet, error) {
 			seen, m.ds = m.ds != nil, &appsv1.DaemonSet{}
 			target = m.ds
 		default:
-			return m, fmt.Errorf("%s: unexpected kind %v; vpcnet installs one CRD, ServiceAccount, ClusterRole, ClusterRoleBinding and DaemonSet", o.id, kind)
+			return m, fmt.Errorf("%s: unexpected kind %v; vpcnet installs one CRD, ServiceAccount, ClusterRole, ClusterRoleBinding and DaemonSet, and the ClusterRole vpcnet-operator", o.id, kind)
 		}
 		if seen {
 			return m, fmt.Errorf("%s: a second %v", o.id, o.raw["kind"])
@@ -100,8 +107,8 @@ func typed(objs []object) (manifestSet, error) {
 			return m, fmt.Errorf("%s: %w", o.id, err)
 		}
 	}
-	if m.crd == nil || m.sa == nil || m.role == nil || m.binding == nil || m.ds == nil {
-		return m, errors.New("missing objects: vpcnet installs one CRD, ServiceAccount, ClusterRole, ClusterRoleBinding and DaemonSet")
+	if m.crd == nil || m.sa == nil || m.role == nil || m.binding == nil || m.ds == nil || m.operator == nil {
+		return m, errors.New("missing objects: vpcnet installs one CRD, ServiceAccount, ClusterRole, ClusterRoleBinding and DaemonSet, and the ClusterRole vpcnet-operator")
 	}
 	return m, nil
 }

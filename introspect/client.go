@@ -44,7 +44,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("vpcnetd not reachable at %s: %v (is it running on this node? the address is VPCNET_INTROSPECTION_ADDR, default %s)", e.URL, e.Err, DefaultAddr)
+	return fmt.Sprintf("vpcnetd not reachable at %s: %v (is it running on this node? the agent listens on INTROSPECTION_BIND_ADDRESS, default %s)", e.URL, e.Err, DefaultAddr)
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }

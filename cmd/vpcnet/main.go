@@ -11,9 +11,14 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
+
+	vpcnetversion "github.com/vpcnet/vpcnet/version"
 )
 
-const about = "vpcnet: VPC-native pod networking for Kubernetes on AWS (CNI plugin; the agent is vpcnetd)"
+// about is what the plugin prints when run with no CNI_COMMAND: the build
+// goes here because CNI's VERSION result has a fixed shape (cniVersion,
+// supportedVersions) that has no place for it.
+var about = "vpcnet: VPC-native pod networking for Kubernetes on AWS (CNI plugin; the agent is vpcnetd) version " + vpcnetversion.Get().String()
 
 func init() {
 	// Namespace switches apply to the OS thread: keep main on one thread.

@@ -1,5 +1,9 @@
 // Command vpcnetctl is vpcnet's operator CLI. Each subcommand lives in its
-// own file; this one only dispatches.
+// own file; this one only dispatches and turns errors into exit codes.
+//
+// Installed as kubectl-vpcnet it is a kubectl plugin: `kubectl vpcnet
+// status NODE` reaches the node's agent through the API server
+// (kubectl.go).
 package main
 
 import (
@@ -10,7 +14,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+
+	"github.com/vpcnet/vpcnet/introspect"
 )
 
 // command is one subcommand: vpcnetctl NAME ARGS...
@@ -24,55 +32,111 @@ type command struct {
 // here.
 func commands() []command {
 	return []command{
+		{"status", "the agent's readiness, pool counts, planned change and problems", runStatus},
+		{"enis", "the node's ENIs and their addresses", runENIs},
+		{"pods", "which pod holds which address", runPods},
+		{"config", "the agent's settings, with defaults", runConfig},
+		{"bundle", "write a support bundle (.tar.gz), also when the agent is down", runBundle},
+		{"version", "this binary's version and the agent's, and whether they match", runVersion},
 		{"sim", "run the local cloud (EC2 API and IMDS emulator)", runSim},
 	}
 }
+
+// Exit codes, part of the interface scripts use (`vpcnetctl help`).
+const (
+	exitOK          = 0
+	exitFailed      = 1 // the agent answered but is not ready, or the command failed
+	exitUsage       = 2
+	exitUnreachable = 3
+)
+
+const exitCodesHelp = `exit codes:
+  0  ok (status: the agent is ready)
+  1  the agent answered but is not ready (status), or the command failed
+  2  usage error
+  3  the agent is not reachable (not running, or another --agent address)`
 
 // errUsage marks a mistake on the command line: exit status 2, and the
 // message already names the fix.
 var errUsage = errors.New("usage")
 
+// errNotReady is status's answer when the agent is up but not ready: exit
+// status 1 after the report is printed.
+var errNotReady = errors.New("the agent is not ready")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var code int
+	if isKubectlPlugin(os.Args[0]) {
+		code = runKubectl(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	} else {
+		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
 }
 
+// isKubectlPlugin says whether the binary was started as kubectl's plugin:
+// kubectl runs `kubectl-vpcnet` for `kubectl vpcnet`.
+func isKubectlPlugin(argv0 string) bool {
+	return strings.HasPrefix(filepath.Base(argv0), "kubectl-vpcnet")
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+		return exitUsage
+	}
+	if askedHelp(args) {
+		usage(stdout)
+		return exitOK
 	}
 	for _, c := range commands() {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, errUsage):
-			fmt.Fprintf(stderr, "vpcnetctl %s: %v\n", c.name, err)
-			return 2
-		default:
-			fmt.Fprintf(stderr, "vpcnetctl %s: %v\n", c.name, err)
-			return 1
+		if c.name == args[0] {
+			return exitCode(c.run(ctx, args[1:], stdout, stderr), "vpcnetctl "+c.name, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "vpcnetctl: unknown command %q\n", args[0])
 	usage(stderr)
-	return 2
+	return exitUsage
+}
+
+// exitCode prints err, if any, and maps it to the documented exit code.
+func exitCode(err error, prefix string, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errNotReady):
+		// The report already says why; one line for the log.
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitFailed
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUsage
+	case introspect.IsUnreachable(err):
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUnreachable
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitFailed
+	}
+}
+
+// askedHelp says whether args ask for help rather than name a command.
+func askedHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help")
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: vpcnetctl COMMAND [ARGS]\n\ncommands:")
+	fmt.Fprintln(w, "usage: vpcnetctl COMMAND [ARGS]; every command takes --help\n\ncommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(w, "\nstatus, enis, pods and config read the agent's introspection endpoint\n"+
+		"(--agent ADDR, default %s, the agent's INTROSPECTION_BIND_ADDRESS)\n"+
+		"and print tables, or JSON with -o json.\n\n%s\n\n"+
+		"Installed as kubectl-vpcnet: kubectl vpcnet status|doctor NODE (see kubectl vpcnet --help).\n",
+		introspect.DefaultAddr, exitCodesHelp)
 }
 
 // parseInterspersed parses flags wherever they appear among the

@@ -25,6 +25,9 @@ import (
 )
 
 func main() {
+	if code, done := commandLine(os.Args[1:], os.Stdout, os.Stderr); done {
+		os.Exit(code)
+	}
 	cfg, err := config.Load(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vpcnetd:", err)
