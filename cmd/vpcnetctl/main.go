@@ -25,6 +25,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"sim", "run the local cloud (EC2 API and IMDS emulator)", runSim},
+		{"doctor", "name what is wrong with this node and the fix", runDoctor},
 	}
 }
 
