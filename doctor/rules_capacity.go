@@ -16,8 +16,10 @@ func capacityFindings(f Facts) []Finding {
 	if f.Agent != nil {
 		st.waiting, st.shortfall, st.ec2Err = f.Agent.Status.Waiting, f.Agent.Status.Shortfall, f.Agent.Status.LastEC2Error
 	}
+	// Short of the warm target with addresses still free is a warning;
+	// with pods waiting, or none free for the next pod, an error.
 	sev := Warning
-	if st.waiting > 0 {
+	if st.waiting > 0 || (f.Agent != nil && f.Agent.Status.Addresses.Free == 0) {
 		sev = Error
 	}
 	counts := ""
@@ -36,7 +38,9 @@ func capacityFindings(f Facts) []Finding {
 				ev = append(ev, counts)
 			}
 			switch {
-			case s.Available == 0 || (strings.Contains(st.ec2Err, "InsufficientFreeAddressesInSubnet") && s.Available < 2):
+			// EC2's count can show a few addresses that no request fits
+			// (an ENI needs one per address asked for): its refusal wins.
+			case s.Available == 0 || (strings.Contains(st.ec2Err, "InsufficientFreeAddressesInSubnet") && strings.Contains(st.ec2Err, s.ID)):
 				out = append(out, Finding{
 					ID: "subnet-exhausted", Severity: Error,
 					What:     fmt.Sprintf("subnet %s has no free address, so this node cannot grow its pool and new pods wait", s.ID),

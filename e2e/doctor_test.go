@@ -75,7 +75,7 @@ func (r doctorResult) wantFinding(t *testing.T, id string, sev doctor.Severity, 
 	t.Helper()
 	f := r.finding(t, id)
 	if f.Severity != sev {
-		t.Errorf("%s: severity %s, want %s", id, f.Severity, sev)
+		t.Errorf("%s: severity %s, want %s; evidence:\n%s", id, f.Severity, sev, strings.Join(f.Evidence, "\n"))
 	}
 	if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, evidence) {
 		t.Errorf("%s: evidence does not say %q:\n%s", id, evidence, ev)
