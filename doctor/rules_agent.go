@@ -56,6 +56,16 @@ func readinessFindings(f Facts) []Finding {
 				ev = append(ev, fmt.Sprintf("condition %s: %s", c.Name, c.Message))
 			}
 		}
+		if e := f.Agent.Status.LastEC2Error; e != "" {
+			ev = append(ev, "agent's last EC2 error: "+e)
+		}
+		// Doctor's own calls from the same node often show what the
+		// agent is stuck on while its conditions say "not checked yet".
+		for _, s := range f.Sources {
+			if !s.OK && (s.Name == SourceEC2 || s.Name == SourceIMDS) && !strings.HasPrefix(s.Detail, "not read:") {
+				ev = append(ev, fmt.Sprintf("doctor's own %s call from this node: %s", s.Name, s.Detail))
+			}
+		}
 		if taint != "" {
 			ev = append(ev, "startup taint "+taint+" is still on the Node (as it should be until the agent is ready)")
 		}
