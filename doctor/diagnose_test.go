@@ -57,6 +57,7 @@ func TestHealthyNodeHasNoFinding(t *testing.T) {
 
 func TestEachBrokenNodeGetsItsFinding(t *testing.T) {
 	cooling := now.Add(25 * time.Second)
+	young := now.Add(-time.Second).Format(time.RFC3339)
 	tests := []struct {
 		name   string
 		break_ func(f *Facts)
@@ -116,6 +117,12 @@ func TestEachBrokenNodeGetsItsFinding(t *testing.T) {
 			f.Agent.Config["DISABLE_LEAKED_ENI_CLEANUP"] = "true"
 			f.EC2.Leaked = []ENIFact{{ID: "eni-leak", SubnetID: "subnet-a", DeviceIndex: -1}}
 		}, "leaked-enis", Warning, "no vpcnet.io/created-at tag", "DISABLE_LEAKED_ENI_CLEANUP=true"},
+		{"story 4: a young available ENI next to a leak", func(f *Facts) {
+			f.EC2.Leaked = []ENIFact{
+				{ID: "eni-attaching", DeviceIndex: -1, Tags: map[string]string{cloud.TagCreatedAt: young}},
+				{ID: "eni-leak", SubnetID: "subnet-a", DeviceIndex: -1, Tags: map[string]string{cloud.TagCreatedAt: now.Add(-time.Hour).Format(time.RFC3339)}},
+			}
+		}, "leaked-enis", Warning, "eni-leak in subnet-a, created 1h0m0s ago", "VPCNET_LEAKED_ENI_GRACE"},
 		{"story 5: not ready", func(f *Facts) {
 			f.Agent.Status.Ready = false
 			f.Agent.Status.Conditions = []introspect.Condition{{Name: "cloud", OK: false, Message: "EC2 unreachable"}, {Name: "host", OK: true}}
@@ -238,5 +245,15 @@ func TestFindingsAreSortedBySeverityThenID(t *testing.T) {
 	want := []string{"ec2-action-denied", "imds-reachable-from-pods", "interfaces-unmanaged"}
 	if !slices.Equal(ids, want) {
 		t.Errorf("order %v, want %v", ids, want)
+	}
+}
+
+// An ENI between its create and its attach is available for a moment;
+// it is no leak.
+func TestAFreshlyCreatedENIIsNotALeak(t *testing.T) {
+	f := healthy()
+	f.EC2.Leaked = []ENIFact{{ID: "eni-new", DeviceIndex: -1, Tags: map[string]string{cloud.TagCreatedAt: now.Add(-2 * time.Second).Format(time.RFC3339)}}}
+	if r := Diagnose(f); len(r.Findings) != 0 {
+		t.Errorf("findings for an ENI created 2s ago: %+v", r.Findings)
 	}
 }

@@ -14,16 +14,28 @@ import (
 // alone; vpcnet honours it too.
 const TagNoManage = "node.k8s.amazonaws.com/no_manage"
 
+// defaultLeakGrace is VPCNET_LEAKED_ENI_GRACE's default.
+const defaultLeakGrace = 10 * time.Minute
+
 // leakFindings: story 4. Available ENIs of this cluster keep subnet
 // addresses until someone deletes them.
 func leakFindings(f Facts) []Finding {
 	if f.EC2 == nil || len(f.EC2.Leaked) == 0 {
 		return nil
 	}
+	// An ENI is available for a moment between its create and its
+	// attach; like the collector, only one older than the grace counts.
+	grace := defaultLeakGrace
+	if d, err := time.ParseDuration(f.setting("VPCNET_LEAKED_ENI_GRACE")); err == nil {
+		grace = d
+	}
 	var ev []string
 	for _, e := range f.EC2.Leaked {
 		when := "no " + cloud.TagCreatedAt + " tag"
 		if t, err := time.Parse(time.RFC3339, e.Tags[cloud.TagCreatedAt]); err == nil {
+			if f.Now.Sub(t) < grace {
+				continue
+			}
 			when = "created " + age(f.Now, t) + " ago"
 		}
 		owner := e.Tags[cloud.TagInstanceID]
@@ -36,9 +48,12 @@ func leakFindings(f Facts) []Finding {
 	if strings.EqualFold(f.setting("DISABLE_LEAKED_ENI_CLEANUP"), "true") {
 		fix = "this agent has DISABLE_LEAKED_ENI_CLEANUP=true: turn it off so vpcnetd deletes them after VPCNET_LEAKED_ENI_GRACE, or delete them: aws ec2 delete-network-interface --network-interface-id ID"
 	}
+	if len(ev) == 0 {
+		return nil
+	}
 	return []Finding{{
 		ID: "leaked-enis", Severity: Warning,
-		What:     fmt.Sprintf("%d available ENIs with this cluster's tags sit in this node's subnets, holding addresses no pod can use", len(f.EC2.Leaked)),
+		What:     fmt.Sprintf("%d available ENIs with this cluster's tags sit in this node's subnets, holding addresses no pod can use", len(ev)),
 		Evidence: ev,
 		Fix:      fix,
 	}}
