@@ -87,7 +87,13 @@ type Readers struct {
 	StartupTaint string
 	ClusterName  string
 	Now          func() time.Time
+	// Skipped are sources the operator left out (--skip), reported as
+	// such rather than as missing.
+	Skipped map[string]bool
 }
+
+// notRead starts the detail of a source doctor did not try to read.
+const notRead = "not read: "
 
 // Gather reads every source and never fails: what it cannot read is
 // recorded in Facts.Sources.
@@ -105,7 +111,10 @@ func Gather(ctx context.Context, r Readers) Facts {
 		f.Sources = append(f.Sources, Source{Name: name, OK: true, Detail: ok})
 	}
 	skipped := func(name, why string) {
-		f.Sources = append(f.Sources, Source{Name: name, Detail: "not read: " + why})
+		if r.Skipped[name] {
+			why = "skipped"
+		}
+		f.Sources = append(f.Sources, Source{Name: name, Detail: notRead + why})
 	}
 
 	if r.Agent != nil {

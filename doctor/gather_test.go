@@ -146,3 +146,14 @@ echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}'
 		t.Errorf("a plugin that answers STATUS with success: %+v", c)
 	}
 }
+
+// An agent left out on purpose is reported as skipped, not as down.
+func TestSkippedAgentIsNoFinding(t *testing.T) {
+	f := Gather(t.Context(), Readers{Skipped: map[string]bool{SourceAgent: true}})
+	if r := Diagnose(f); len(r.Findings) != 0 {
+		t.Errorf("findings with the agent skipped: %+v", r.Findings)
+	}
+	if f.Sources[0].Detail != "not read: skipped" {
+		t.Errorf("agent source %+v", f.Sources[0])
+	}
+}

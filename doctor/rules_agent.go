@@ -10,11 +10,16 @@ func agentFindings(f Facts) []Finding {
 	if f.Agent != nil {
 		return nil
 	}
-	ev := []string{}
+	// Only an agent doctor asked and got no answer from; one left out
+	// with --skip is no finding.
+	var ev []string
 	for _, s := range f.Sources {
-		if s.Name == SourceAgent {
+		if s.Name == SourceAgent && !s.OK && !strings.HasPrefix(s.Detail, notRead) {
 			ev = append(ev, s.Detail)
 		}
+	}
+	if len(ev) == 0 {
+		return nil
 	}
 	return []Finding{{
 		ID: "agent-unreachable", Severity: Error,
@@ -62,7 +67,7 @@ func readinessFindings(f Facts) []Finding {
 		// Doctor's own calls from the same node often show what the
 		// agent is stuck on while its conditions say "not checked yet".
 		for _, s := range f.Sources {
-			if !s.OK && (s.Name == SourceEC2 || s.Name == SourceIMDS) && !strings.HasPrefix(s.Detail, "not read:") {
+			if !s.OK && (s.Name == SourceEC2 || s.Name == SourceIMDS) && !strings.HasPrefix(s.Detail, notRead) {
 				ev = append(ev, fmt.Sprintf("doctor's own %s call from this node: %s", s.Name, s.Detail))
 			}
 		}

@@ -83,7 +83,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		*cpPath = filepath.Join(*stateDir, "checkpoint.json")
 	}
 
-	r := doctor.Readers{ClusterName: *cluster, StartupTaint: *taint}
+	r := doctor.Readers{ClusterName: *cluster, StartupTaint: *taint, Skipped: skipped}
 	if !skipped[doctor.SourceAgent] {
 		r.Agent = &introspect.Client{Base: *agent}
 	}
