@@ -39,6 +39,7 @@ func commands() []command {
 		{"bundle", "write a support bundle (.tar.gz), also when the agent is down", runBundle},
 		{"version", "this binary's version and the agent's, and whether they match", runVersion},
 		{"sim", "run the local cloud (EC2 API and IMDS emulator)", runSim},
+		{"doctor", "name what is wrong with this node and the fix", runDoctor},
 	}
 }
 
