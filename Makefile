@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest
 
 all: build
 
@@ -32,6 +32,16 @@ kubetest:
 	apiserver="$$(hack/kube-apiserver.sh)" && VPCNET_KUBE_APISERVER="$$apiserver" $(GO) test -race -count=1 $(KUBETEST_PKGS)
 
 test: lint unit
+
+# simtest plays SEEDS seeded schedules of the agent's deterministic
+# simulation (agent/simulation) and checks its invariants after every step;
+# it ends with "N schedules, 0 invariant violations". A failing seed prints
+# the command that replays it with a trace of every step. `make test` runs
+# the package's default (200 schedules) with the race detector.
+SEEDS ?= 10000
+SIMSTEPS ?= 100
+simtest:
+	$(GO) test -count=1 -v -timeout 30m -run '^TestSimulation$$' ./agent/simulation -seeds $(SEEDS) -steps $(SIMSTEPS)
 
 # fuzz runs every fuzz target for FUZZTIME each, one after another: go test
 # -fuzz takes one target per package per run, so it loops over what go test

@@ -12,8 +12,6 @@
 package agent
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -26,6 +24,7 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/netfacts"
 )
 
 // Options are the agent's dependencies. Cloud, Host and Config are
@@ -178,6 +177,5 @@ func (a *Agent) maxENIs() int {
 // hostVeth names a pod's host veth as the plugin does (the Amazon VPC
 // CNI's rule), so the state machine can tell whose route an address is.
 func (a *Agent) hostVeth(p ipam.Pod) string {
-	sum := sha1.Sum([]byte(p.Namespace + "." + p.Name))
-	return a.cfg.VethPrefix + hex.EncodeToString(sum[:])[:11]
+	return netfacts.HostVethName(a.cfg.VethPrefix, p.Namespace, p.Name)
 }

@@ -29,12 +29,3 @@ const (
 	ReasonPending         = nodestate.ReasonPending
 	ReasonENIConfig       = nodestate.ReasonENIConfig
 )
-
-// RouteTable is the policy-routing table of a secondary ENI: device index
-// plus one, as the Amazon VPC CNI numbers them. The primary ENI uses main.
-func RouteTable(deviceIndex int) int {
-	if deviceIndex == 0 {
-		return 0
-	}
-	return deviceIndex + 1
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/netfacts"
 	"github.com/vpcnet/vpcnet/version"
 )
 
@@ -133,7 +134,7 @@ func (a *Agent) enisView(ctx context.Context) any {
 	for _, es := range v.Stats.ENIs {
 		e := v.ENIs[es.ID]
 		ev := eniView{ID: e.ID, DeviceIndex: e.DeviceIndex, Primary: e.Primary, SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR.String(),
-			PrimaryIP: e.PrimaryIP.String(), MAC: e.MAC, RouteTable: RouteTable(e.DeviceIndex), CreatedAt: e.CreatedAt,
+			PrimaryIP: e.PrimaryIP.String(), MAC: e.MAC, RouteTable: netfacts.RouteTable(e.DeviceIndex), CreatedAt: e.CreatedAt,
 			Total: es.Total, Assigned: es.Assigned, Cooling: es.Cooling, Free: es.Free, Blocks: []blockView{},
 			DeleteOnTermination: e.DeleteOnTermination}
 		for _, b := range es.Blocks {

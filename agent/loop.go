@@ -188,6 +188,14 @@ func (a *Agent) view(ctx context.Context) (nodestate.View, bool) {
 
 // countJob accounts for one finished job in the metrics.
 func (a *Agent) countJob(j nodestate.Job, ev nodestate.Event) {
+	if r, ok := ev.(nodestate.ResyncResult); ok {
+		res := "ok"
+		if r.Err != nil {
+			res = "ec2_error"
+		}
+		a.met.reconcilePasses.WithLabelValues(res).Inc()
+		return
+	}
 	if j.Kind != nodestate.JobAction {
 		return
 	}

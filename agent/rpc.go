@@ -12,6 +12,7 @@ import (
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/netfacts"
 )
 
 // rpcServer adapts the agent to the plugin's gRPC contract.
@@ -20,7 +21,21 @@ type rpcServer struct {
 	a *Agent
 }
 
+// keyOf is the attachment of an Add or Check, held to the rules the plugin
+// and the checkpoint share (netfacts): what is recorded can be read back.
 func keyOf(at *agentapi.Attachment) (ipam.Key, error) {
+	if at == nil {
+		return ipam.Key{}, status.Error(codes.InvalidArgument, "attachment needs a network name, a container id and an interface name")
+	}
+	if err := netfacts.ValidateAttachment(at.Network, at.ContainerId, at.IfName); err != nil {
+		return ipam.Key{}, status.Error(codes.InvalidArgument, "attachment: "+err.Error())
+	}
+	return ipam.Key{Network: at.Network, ContainerID: at.ContainerId, IfName: at.IfName}, nil
+}
+
+// anyKeyOf is the attachment of a Del or a GC's list: only non-empty, so
+// an entry recorded before the rules existed can still be released.
+func anyKeyOf(at *agentapi.Attachment) (ipam.Key, error) {
 	if at == nil || at.Network == "" || at.ContainerId == "" || at.IfName == "" {
 		return ipam.Key{}, status.Error(codes.InvalidArgument, "attachment needs a network name, a container id and an interface name")
 	}
@@ -32,6 +47,11 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 	if err != nil {
 		return nil, err
 	}
+	if req.PodNamespace != "" || req.PodName != "" {
+		if err := netfacts.ValidatePod(req.PodNamespace, req.PodName); err != nil {
+			return nil, status.Error(codes.InvalidArgument, "pod: "+err.Error())
+		}
+	}
 	r, err := s.a.add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
 	if err != nil {
 		return nil, toStatus(err)
@@ -42,7 +62,7 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 }
 
 func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {
-	key, err := keyOf(req.Attachment)
+	key, err := anyKeyOf(req.Attachment)
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +104,12 @@ func (s *rpcServer) Status(ctx context.Context, _ *agentapi.StatusRequest) (*age
 }
 
 func (s *rpcServer) GC(ctx context.Context, req *agentapi.GCRequest) (*agentapi.GCReply, error) {
-	if req.Network == "" {
-		return nil, status.Error(codes.InvalidArgument, "GC needs the CNI network name")
+	if err := netfacts.ValidateNetworkName(req.Network); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "GC: "+err.Error())
 	}
 	valid := make(map[ipam.Key]bool, len(req.Valid))
 	for _, at := range req.Valid {
-		key, err := keyOf(at)
+		key, err := anyKeyOf(at)
 		if err != nil {
 			return nil, err
 		}
@@ -156,9 +176,9 @@ func (a *Agent) reply(as ipam.Assignment, eni ipam.ENI) *agentapi.AddReply {
 		Address:          as.Addr.String(),
 		EniId:            as.ENIID,
 		DeviceIndex:      int32(eni.DeviceIndex),
-		RouteTable:       int32(RouteTable(eni.DeviceIndex)),
+		RouteTable:       int32(netfacts.RouteTable(eni.DeviceIndex)),
 		SubnetCidr:       eni.SubnetCIDR.String(),
-		SubnetGateway:    eni.SubnetCIDR.Addr().Next().String(),
+		SubnetGateway:    netfacts.SubnetGateway(eni.SubnetCIDR).String(),
 		Mtu:              int32(a.cfg.ENIMTU),
 		PodMtu:           int32(a.cfg.PodMTU),
 		ExternalSnat:     a.cfg.ExternalSNAT,

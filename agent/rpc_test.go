@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -86,5 +87,41 @@ func TestGCReleasesOnlyWhatTheRuntimeNoLongerHas(t *testing.T) {
 	}
 	if _, ok := a.lookup(key(0)); !ok {
 		t.Fatal("GC released an attachment the runtime still has")
+	}
+}
+
+// Issue 11, item 9: what the plugin API records must be bounded by the
+// rules the plugin and the checkpoint share (a 100,000-character container
+// id and K8S_POD_NAMESPACE=../../x were accepted and recorded).
+func TestThePluginAPIRefusesAttachmentsAndPodsItCouldNotRecord(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	conn, err := grpc.NewClient("unix://"+n.env["VPCNET_SOCKET"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := agentapi.NewAgentClient(conn)
+	tests := []struct {
+		name string
+		req  *agentapi.AddRequest
+		want string
+	}{
+		{"huge container id", &agentapi.AddRequest{Attachment: &agentapi.Attachment{Network: "aws-cni", ContainerId: strings.Repeat("a", 100000), IfName: "eth0"}}, "container"},
+		{"namespace that walks paths", &agentapi.AddRequest{Attachment: &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}, PodNamespace: "../../x", PodName: "web"}, "namespace"},
+		{"interface name with a slash", &agentapi.AddRequest{Attachment: &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth/0"}}, "interface"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := c.Add(context.Background(), tt.req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(strings.ToLower(err.Error()), tt.want) {
+				t.Fatalf("Add = %v; want InvalidArgument naming the %s", err, tt.want)
+			}
+		})
+	}
+	if v, _ := a.view(context.Background()); len(v.Assignments) != 0 {
+		t.Fatalf("refused requests left %d assignments", len(v.Assignments))
 	}
 }

@@ -302,8 +302,8 @@ func TestTheOperatorRoleGrantsExactlyWhatThePluginUses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if _, err := Exec(t.Context(), e.operator, cs, pod, Container, []string{"vpcnetctl", "status"}, &out, &out); err != nil {
+	var out, errOut bytes.Buffer
+	if _, err := Exec(t.Context(), e.operator, cs, pod, Container, []string{"vpcnetctl", "status"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	// What the plugin asked for, as RBAC sees it. A WebSocket exec is a

@@ -47,6 +47,8 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		AWSCNICheckpoint:    "/var/run/aws-node/ipam.json",
 		EC2CallTimeout:      10 * time.Second,
 		AddWait:             10 * time.Second,
+		DemandMemory:        time.Minute,
+		ReclaimAfter:        2 * time.Minute,
 		ReconcileInterval:   time.Minute,
 	}
 	if !reflect.DeepEqual(c, want) {
