@@ -46,10 +46,18 @@ func isShrink(act ipam.Action) bool {
 // counted as demand and attachments under way counted as capacity, and
 // the shortfall it found.
 func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
+	return n.planWith(now, true)
+}
+
+// planWith plans with or without the attachments under way counted as
+// capacity: without, it says what the pool still lacks until they land.
+func (n *Node) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
 	snap := n.pool.Snapshot(now)
 	n.countRestartCoolingAsFree(&snap)
 	snap.Waiting = n.reqs.demandCount()
-	snap.ENIs = append(snap.ENIs, n.pendingENIs(now)...)
+	if pending {
+		snap.ENIs = append(snap.ENIs, n.pendingENIs(now)...)
+	}
 	return ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
 }
 

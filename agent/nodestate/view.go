@@ -84,9 +84,10 @@ func (n *Node) View(now time.Time) View {
 	if n.cloud.grow.blocked(now) {
 		v.GrowthHeldUntil = n.cloud.grow.until
 	}
-	// What the planner wants, held back or not: /v1/status shows it with
-	// GrowthHeldUntil and ReleaseHold beside it.
-	v.Planned, _ = n.Plan(now)
+	// What the pool lacks, held back or under way: /v1/status shows it
+	// with GrowthHeldUntil and ReleaseHold beside it, and is empty only
+	// at target.
+	v.Planned, _ = n.planWith(now, false)
 	return v
 }
 

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/vpcnet/vpcnet/doctor"
 	"github.com/vpcnet/vpcnet/fabric"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
@@ -109,6 +114,14 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		}
 	}
 
+	for _, node := range c.Nodes {
+		summary, err := doctorNode(ctx, opts.BinDir, node)
+		if err != nil {
+			return err
+		}
+		step("vpcnetctl doctor on %s: %s", node.ID, summary)
+	}
+
 	step("deleting the pods")
 	for _, p := range created {
 		node, _ := c.Node(p.Node)
@@ -130,4 +143,36 @@ func createPods(ctx context.Context, c *simcluster.Cluster, count int) ([]*simcl
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// doctorNode runs `vpcnetctl doctor` inside a node's namespace, as an
+// operator on that node would (the Kubernetes API is skipped: the local
+// cloud's agents run without one), and fails when it finds an error.
+func doctorNode(ctx context.Context, binDir string, n *simcluster.Node) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("doctor %s: %w", n.ID, err)
+	}
+	cmd := exec.CommandContext(ctx, self, "doctor", "-o", "json", "--timeout", "45s", "--skip", "kubernetes",
+		"--state-dir", filepath.Join(n.Dir, "lib"), "--cni-conf-dir", n.ConfDir(), "--cni-bin-dir", binDir,
+		"--ec2-endpoint", "http://"+fabric.EC2Address, "--aws-node-checkpoint", filepath.Join(n.Dir, "aws-node", "ipam.json"),
+		"--kubelet-log", "")
+	cmd.Env = []string{"AWS_ACCESS_KEY_ID=sim", "AWS_SECRET_ACCESS_KEY=sim", "HOME=/nonexistent"}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := fabric.Do(n.NetNS, cmd.Start); err != nil {
+		return "", fmt.Errorf("doctor %s: %w", n.ID, err)
+	}
+	werr := cmd.Wait()
+	var rep doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		return "", fmt.Errorf("doctor %s printed no report (%v): %v\n%s", n.ID, werr, err, errOut.String())
+	}
+	if rep.HasError() || werr != nil {
+		return "", fmt.Errorf("doctor on demo node %s found errors (%v):\n%s", n.ID, werr, out.String())
+	}
+	if len(rep.Findings) == 0 {
+		return fmt.Sprintf("no findings (%d sources read)", len(rep.Sources)), nil
+	}
+	return fmt.Sprintf("%d findings, none an error", len(rep.Findings)), nil
 }
