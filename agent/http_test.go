@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
 )
 
@@ -72,6 +73,9 @@ func TestReadinessTurnsFalseWhenEC2IsUnreachableAndThePoolIsEmpty(t *testing.T) 
 	w := newWorld(t)
 	a := w.node("i-node1", map[string]string{"VPCNET_ADD_WAIT": "1s"}).start(t)
 	a.waitReady(t)
+	// Ready may come while the first addresses are still being assigned
+	// ("obtainable from EC2"); the test needs them in hand.
+	a.settle(t, func(st ipam.Stats) bool { return st.Free >= 9 })
 	w.cloud.SetFault("", sim.Fault{ErrorRate: 1, Code: "InternalError"})
 	ctx := context.Background()
 	for i := range 9 {
