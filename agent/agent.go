@@ -79,6 +79,14 @@ type Agent struct {
 	// kubeKick wakes the Kubernetes bridge; kicks coalesce.
 	kubeKick chan struct{}
 
+	// The agent's parts, each with its own methods: the owner goroutine
+	// and what it hands work to (loop), the HTTP views (views), start-up
+	// (starter) and the Kubernetes bridge (bridge).
+	loop    ownerLoop
+	views   views
+	starter starter
+	bridge  kubeBridge
+
 	mu sync.Mutex // guards below; never held across I/O
 	// replies routes each reply to the request that waits for it.
 	replies map[uint64]chan nodestate.Reply
@@ -139,6 +147,7 @@ func New(o Options) (*Agent, error) {
 		replies:       make(map[uint64]chan nodestate.Reply),
 		kube:          o.Kube,
 	}
+	a.loop.a, a.views.a, a.starter.a, a.bridge.a = a, a, a, a
 	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))
 	a.ready.set(CondConfig, true, "all settings valid")
 	if o.Config.CustomNetwork {
@@ -179,3 +188,11 @@ func (a *Agent) maxENIs() int {
 func (a *Agent) hostVeth(p ipam.Pod) string {
 	return netfacts.HostVethName(a.cfg.VethPrefix, p.Namespace, p.Name)
 }
+
+// The agent's parts hold no state of their own; each reaches the agent.
+type (
+	ownerLoop  struct{ a *Agent }
+	views      struct{ a *Agent }
+	starter    struct{ a *Agent }
+	kubeBridge struct{ a *Agent }
+)

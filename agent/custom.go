@@ -24,7 +24,8 @@ import (
 // knows into diagnostics and, with custom networking, into the ENIConfig
 // verdict the state machine plans with. It runs on its own goroutine: the
 // subnet check calls EC2.
-func (a *Agent) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
+func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
+	a := pt.a
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -32,12 +33,12 @@ func (a *Agent) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		var last nodestate.ENIConfigUpdate
 		first := true
 		for {
-			a.noteKube()
+			a.bridge.noteKube()
 			if a.cfg.CustomNetwork {
-				up := a.evalENIConfig(ctx, checks)
+				up := a.bridge.evalENIConfig(ctx, checks)
 				if first || up.OK != last.OK || up.Message != last.Message {
-					a.send(ctx, up)
-					a.eniConfigChanged(up)
+					a.loop.send(ctx, up)
+					a.bridge.eniConfigChanged(up)
 				}
 				first, last = false, up
 			}
@@ -55,7 +56,8 @@ func (a *Agent) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // kubeChanged is the Kubernetes layer's callback; it must not block.
-func (a *Agent) kubeChanged() {
+func (pt *kubeBridge) kubeChanged() {
+	a := pt.a
 	select {
 	case a.kubeKick <- struct{}{}:
 	default:
@@ -63,7 +65,8 @@ func (a *Agent) kubeChanged() {
 }
 
 // evalENIConfig decides whether the node's ENIConfig is usable now.
-func (a *Agent) evalENIConfig(ctx context.Context, checks map[string]string) nodestate.ENIConfigUpdate {
+func (pt *kubeBridge) evalENIConfig(ctx context.Context, checks map[string]string) nodestate.ENIConfigUpdate {
+	a := pt.a
 	ks := a.kube.State()
 	ec := ks.ENIConfig
 	groups := ec.SecurityGroups
@@ -77,7 +80,7 @@ func (a *Agent) evalENIConfig(ctx context.Context, checks map[string]string) nod
 	case !ec.Found:
 		problem = ec.Problem
 	default:
-		problem = a.checkENISubnet(ctx, ec, checks)
+		problem = a.bridge.checkENISubnet(ctx, ec, checks)
 	}
 	if problem != "" {
 		return nodestate.ENIConfigUpdate{Message: problem}
@@ -88,7 +91,8 @@ func (a *Agent) evalENIConfig(ctx context.Context, checks map[string]string) nod
 }
 
 // eniConfigChanged reports a new verdict: readiness, the log, an Event.
-func (a *Agent) eniConfigChanged(up nodestate.ENIConfigUpdate) {
+func (pt *kubeBridge) eniConfigChanged(up nodestate.ENIConfigUpdate) {
+	a := pt.a
 	a.mu.Lock()
 	a.eniCfgMsg = up.Message
 	a.mu.Unlock()
@@ -107,7 +111,8 @@ func (a *Agent) eniConfigChanged(up nodestate.ENIConfigUpdate) {
 // checkENISubnet asks EC2 about the ENIConfig's subnet once: an ENI in
 // another zone cannot attach to this instance, and one outside the VPC
 // cannot exist here. It returns what is wrong, or "".
-func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState, checks map[string]string) string {
+func (pt *kubeBridge) checkENISubnet(ctx context.Context, ec ENIConfigState, checks map[string]string) string {
+	a := pt.a
 	if verdict, known := checks[ec.Subnet]; known {
 		return describeENIConfig(ec, verdict)
 	}

@@ -22,30 +22,32 @@ import (
 // serveHTTP starts the introspection endpoint (loopback by default: it
 // shows every pod's address) and the metrics endpoint. Both carry
 // /healthz and /readyz, so probes work whichever is enabled.
-func (a *Agent) serveHTTP(ctx context.Context, wg *sync.WaitGroup) error {
+func (pt *views) serveHTTP(ctx context.Context, wg *sync.WaitGroup) error {
+	a := pt.a
 	if !a.cfg.DisableIntrospection {
 		mux := http.NewServeMux()
-		a.health(mux)
-		mux.HandleFunc("GET /v1/enis", a.jsonHandler(a.enisView))
-		mux.HandleFunc("GET /v1/pods", a.jsonHandler(a.podsView))
-		mux.HandleFunc("GET /v1/config", a.jsonHandler(a.configView))
-		mux.HandleFunc("GET /v1/status", a.jsonHandler(a.statusView))
-		if err := a.serve(ctx, wg, a.cfg.IntrospectionAddr, mux); err != nil {
+		a.views.health(mux)
+		mux.HandleFunc("GET /v1/enis", a.views.jsonHandler(a.views.enisView))
+		mux.HandleFunc("GET /v1/pods", a.views.jsonHandler(a.views.podsView))
+		mux.HandleFunc("GET /v1/config", a.views.jsonHandler(a.views.configView))
+		mux.HandleFunc("GET /v1/status", a.views.jsonHandler(a.views.statusView))
+		if err := a.views.serve(ctx, wg, a.cfg.IntrospectionAddr, mux); err != nil {
 			return err
 		}
 	}
 	if !a.cfg.DisableMetrics {
 		mux := http.NewServeMux()
-		a.health(mux)
+		a.views.health(mux)
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.met.gatherer, promhttp.HandlerOpts{}))
-		if err := a.serve(ctx, wg, a.cfg.MetricsAddr, mux); err != nil {
+		if err := a.views.serve(ctx, wg, a.cfg.MetricsAddr, mux); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (a *Agent) serve(ctx context.Context, wg *sync.WaitGroup, addr string, h http.Handler) error {
+func (pt *views) serve(ctx context.Context, wg *sync.WaitGroup, addr string, h http.Handler) error {
+	a := pt.a
 	var l net.Listener
 	var err error
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -80,7 +82,8 @@ func (a *Agent) serve(ctx context.Context, wg *sync.WaitGroup, addr string, h ht
 
 // health: /healthz says the process answers; /readyz says it can serve
 // pods, with every condition listed, and 503 when any fails.
-func (a *Agent) health(mux *http.ServeMux) {
+func (pt *views) health(mux *http.ServeMux) {
+	a := pt.a
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -94,7 +97,7 @@ func (a *Agent) health(mux *http.ServeMux) {
 	})
 }
 
-func (a *Agent) jsonHandler(view func(ctx context.Context) any) http.HandlerFunc {
+func (views) jsonHandler(view func(ctx context.Context) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -121,9 +124,10 @@ func holdOf(as ipam.Assignment) holdView {
 	return h
 }
 
-func (a *Agent) enisView(ctx context.Context) any {
+func (pt *views) enisView(ctx context.Context) any {
+	a := pt.a
 	out := []eniView{}
-	v, ok := a.view(ctx)
+	v, ok := a.loop.view(ctx)
 	if !ok {
 		return out
 	}
@@ -145,9 +149,10 @@ func (a *Agent) enisView(ctx context.Context) any {
 	return out
 }
 
-func (a *Agent) podsView(ctx context.Context) any {
+func (pt *views) podsView(ctx context.Context) any {
+	a := pt.a
 	out := []holdView{}
-	v, _ := a.view(ctx)
+	v, _ := a.loop.view(ctx)
 	for _, as := range v.Assignments {
 		if !nodestate.IsQuarantine(as.Key) {
 			out = append(out, holdOf(as))
@@ -156,13 +161,14 @@ func (a *Agent) podsView(ctx context.Context) any {
 	return out
 }
 
-func (a *Agent) statusView(ctx context.Context) any {
+func (pt *views) statusView(ctx context.Context) any {
+	a := pt.a
 	ready, conds := a.ready.get()
 	_, diag := a.diag.get()
 	ks := a.kube.State()
 	vi := version.Get()
 	sv := statusView{Ready: ready, Conditions: conds, Version: vi.Version, Commit: vi.Commit, Diagnostics: diag, Kubernetes: ks, Planned: []string{}}
-	v, ok := a.view(ctx)
+	v, ok := a.loop.view(ctx)
 	if !ok {
 		return sv // still starting: readiness says where
 	}
@@ -202,7 +208,8 @@ func (a *Agent) statusView(ctx context.Context) any {
 
 // configView is every setting with its effective value, in the
 // lower-case keys every other endpoint uses.
-func (a *Agent) configView(context.Context) any {
+func (pt *views) configView(context.Context) any {
+	a := pt.a
 	out := []introspect.Setting{}
 	for _, s := range a.cfg.Settings() {
 		out = append(out, introspect.Setting{Name: s.Name, Value: s.Value, Default: s.Default, Meaning: s.Meaning})

@@ -126,7 +126,7 @@ func (r *running) waitCondition(t *testing.T, name string, ok bool, want string)
 	deadline := time.Now().Add(20 * time.Second)
 	var last Condition
 	for time.Now().Before(deadline) {
-		r.kubeChanged()
+		r.bridge.kubeChanged()
 		_, conds := r.ready.get()
 		_, diag := r.diag.get()
 		for _, c := range append(conds, diag...) {

@@ -9,13 +9,14 @@ import (
 
 // startKube runs the Kubernetes layer beside the agent. Nothing the agent
 // does for pods already known waits for it.
-func (a *Agent) startKube(ctx context.Context, wg *sync.WaitGroup) {
+func (pt *kubeBridge) startKube(ctx context.Context, wg *sync.WaitGroup) {
+	a := pt.a
 	self := a.info().self
 	inst := Instance{ID: self.InstanceID, AvailabilityZone: self.AvailabilityZone}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := a.kube.Run(ctx, inst, a.kubeChanged); err != nil {
+		if err := a.kube.Run(ctx, inst, a.bridge.kubeChanged); err != nil {
 			a.log.Error("Kubernetes layer stopped; node identity, Events, custom networking and the startup taint are off", "err", err)
 		}
 	}()
@@ -23,7 +24,8 @@ func (a *Agent) startKube(ctx context.Context, wg *sync.WaitGroup) {
 
 // noteKube sets the diagnostic conditions from the Kubernetes layer's
 // state, and returns the ENIConfig it holds.
-func (a *Agent) noteKube() ENIConfigState {
+func (pt *kubeBridge) noteKube() ENIConfigState {
+	a := pt.a
 	ks := a.kube.State()
 	ok, msg := kubeAPICondition(ks)
 	a.diag.set(CondKubernetes, ok, msg)

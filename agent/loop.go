@@ -18,18 +18,19 @@ var errStopped = errors.New("vpcnetd is shutting down")
 // It performs nothing itself: writes go to the store, jobs to the
 // executor, replies to the waiting requests, each on its own goroutine,
 // so the owner never waits on disk or network.
-func (a *Agent) own(ctx context.Context, n *nodestate.Node, x *executor.Executor) {
+func (pt *ownerLoop) own(ctx context.Context, n *nodestate.Node, x *executor.Executor) {
+	a := pt.a
 	defer close(a.done)
 	persist := make(chan nodestate.Persist, 1)
-	go a.store(ctx, persist)
+	go a.loop.store(ctx, persist)
 	var timer <-chan time.Time
 	stop := func() bool { return false }
 	defer func() { stop() }()
 	var wake time.Time
 	for {
 		rd := n.Ready()
-		a.perform(ctx, rd, persist, x)
-		a.publish(ctx, n)
+		a.loop.perform(ctx, rd, persist, x)
+		a.loop.publish(ctx, n)
 		if !rd.Wake.Equal(wake) {
 			stop()
 			wake, timer = rd.Wake, nil
@@ -39,7 +40,7 @@ func (a *Agent) own(ctx context.Context, n *nodestate.Node, x *executor.Executor
 		}
 		select {
 		case <-ctx.Done():
-			a.failPending()
+			a.loop.failPending()
 			return
 		case ev := <-a.events:
 			n.Step(a.clk.Now(), ev)
@@ -53,19 +54,20 @@ func (a *Agent) own(ctx context.Context, n *nodestate.Node, x *executor.Executor
 }
 
 // perform hands Ready's effects to whoever carries them out.
-func (a *Agent) perform(ctx context.Context, rd nodestate.Ready, persist chan<- nodestate.Persist, x *executor.Executor) {
+func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist chan<- nodestate.Persist, x *executor.Executor) {
+	a := pt.a
 	if rd.Persist != nil {
 		persist <- *rd.Persist // the machine has at most one write out
 	}
 	for _, j := range rd.Jobs {
 		go func() {
 			ev := x.Run(ctx, j)
-			a.countJob(j, ev)
-			a.send(ctx, ev)
+			a.loop.countJob(j, ev)
+			a.loop.send(ctx, ev)
 		}()
 	}
 	for _, r := range rd.Replies {
-		a.deliver(r)
+		a.loop.deliver(r)
 	}
 	for _, nt := range rd.Notices {
 		a.kube.Record(Event{Pod: nt.Pod, Warning: nt.Warning, Reason: nt.Reason, Message: nt.Message})
@@ -74,7 +76,8 @@ func (a *Agent) perform(ctx context.Context, rd nodestate.Ready, persist chan<- 
 
 // store writes checkpoints, one at a time: every change made while one
 // is written rides the next, so concurrent Adds share an fsync.
-func (a *Agent) store(ctx context.Context, in <-chan nodestate.Persist) {
+func (pt *ownerLoop) store(ctx context.Context, in <-chan nodestate.Persist) {
+	a := pt.a
 	for {
 		select {
 		case <-ctx.Done():
@@ -86,13 +89,14 @@ func (a *Agent) store(ctx context.Context, in <-chan nodestate.Persist) {
 			if err != nil {
 				a.met.checkpointErrors.Inc()
 			}
-			a.send(ctx, nodestate.Persisted{Version: p.Version, Err: err})
+			a.loop.send(ctx, nodestate.Persisted{Version: p.Version, Err: err})
 		}
 	}
 }
 
 // send delivers an event to the owner unless the agent is stopping.
-func (a *Agent) send(ctx context.Context, ev nodestate.Event) bool {
+func (pt *ownerLoop) send(ctx context.Context, ev nodestate.Event) bool {
+	a := pt.a
 	select {
 	case a.events <- ev:
 		return true
@@ -106,37 +110,40 @@ func (a *Agent) send(ctx context.Context, ev nodestate.Event) bool {
 // request sends the event built for a fresh request id and waits for its
 // reply. A caller that gives up is cancelled in the machine, where a
 // waiting Add still counts as demand.
-func (a *Agent) request(ctx context.Context, build func(id uint64) nodestate.Event) (nodestate.Reply, error) {
+func (pt *ownerLoop) request(ctx context.Context, build func(id uint64) nodestate.Event) (nodestate.Reply, error) {
+	a := pt.a
 	ch := make(chan nodestate.Reply, 1)
 	a.mu.Lock()
 	a.nextID++
 	id := a.nextID
 	a.replies[id] = ch
 	a.mu.Unlock()
-	if !a.send(ctx, build(id)) {
-		a.forget(id)
+	if !a.loop.send(ctx, build(id)) {
+		a.loop.forget(id)
 		return nodestate.Reply{}, errors.Join(errStopped, ctx.Err())
 	}
 	select {
 	case r := <-ch:
 		return r, r.Err
 	case <-a.done:
-		a.forget(id)
+		a.loop.forget(id)
 		return nodestate.Reply{}, errStopped
 	case <-ctx.Done():
-		a.forget(id)
-		a.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
+		a.loop.forget(id)
+		a.loop.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
 		return nodestate.Reply{}, ctx.Err()
 	}
 }
 
-func (a *Agent) forget(id uint64) {
+func (pt *ownerLoop) forget(id uint64) {
+	a := pt.a
 	a.mu.Lock()
 	delete(a.replies, id)
 	a.mu.Unlock()
 }
 
-func (a *Agent) deliver(r nodestate.Reply) {
+func (pt *ownerLoop) deliver(r nodestate.Reply) {
+	a := pt.a
 	a.mu.Lock()
 	ch, ok := a.replies[r.ID]
 	delete(a.replies, r.ID)
@@ -147,7 +154,8 @@ func (a *Agent) deliver(r nodestate.Reply) {
 }
 
 // failPending answers every request still waiting when the agent stops.
-func (a *Agent) failPending() {
+func (pt *ownerLoop) failPending() {
+	a := pt.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, ch := range a.replies {
@@ -157,7 +165,8 @@ func (a *Agent) failPending() {
 }
 
 // query runs f in the owner goroutine and waits for it.
-func (a *Agent) query(ctx context.Context, f func(n *nodestate.Node)) error {
+func (pt *ownerLoop) query(ctx context.Context, f func(n *nodestate.Node)) error {
+	a := pt.a
 	done := make(chan struct{})
 	select {
 	case a.queries <- func(n *nodestate.Node) { f(n); close(done) }:
@@ -172,7 +181,8 @@ func (a *Agent) query(ctx context.Context, f func(n *nodestate.Node)) error {
 
 // view is a copy of the node state, or the last published one when the
 // owner is not running (before start-up finishes, after it stops).
-func (a *Agent) view(ctx context.Context) (nodestate.View, bool) {
+func (pt *ownerLoop) view(ctx context.Context) (nodestate.View, bool) {
+	a := pt.a
 	h := a.summary.Load()
 	if h == nil {
 		return nodestate.View{}, false
@@ -180,14 +190,15 @@ func (a *Agent) view(ctx context.Context) (nodestate.View, bool) {
 	var v nodestate.View
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := a.query(qctx, func(n *nodestate.Node) { v = n.View(a.clk.Now()) }); err != nil {
+	if err := a.loop.query(qctx, func(n *nodestate.Node) { v = n.View(a.clk.Now()) }); err != nil {
 		return h.view, true
 	}
 	return v, true
 }
 
 // countJob accounts for one finished job in the metrics.
-func (a *Agent) countJob(j nodestate.Job, ev nodestate.Event) {
+func (pt *ownerLoop) countJob(j nodestate.Job, ev nodestate.Event) {
+	a := pt.a
 	if r, ok := ev.(nodestate.ResyncResult); ok {
 		res := "ok"
 		if r.Err != nil {

@@ -13,16 +13,18 @@ import (
 // wait for the owner (metrics, readiness), re-evaluates the conditions
 // that change after start-up, and installs the CNI configuration the
 // first time all hold. The write happens off the owner goroutine.
-func (a *Agent) publish(ctx context.Context, n *nodestate.Node) {
+func (pt *ownerLoop) publish(ctx context.Context, n *nodestate.Node) {
+	a := pt.a
 	now := a.clk.Now()
 	v := n.Summary(now)
 	a.summary.Store(&health{view: v})
 	a.met.unknownRoutes.Set(float64(len(v.Quarantined)))
 	a.met.staleEntries.Set(float64(len(v.Stale)))
-	a.updateReadiness(ctx, v)
+	a.loop.updateReadiness(ctx, v)
 }
 
-func (a *Agent) updateReadiness(ctx context.Context, v nodestate.View) {
+func (pt *ownerLoop) updateReadiness(ctx context.Context, v nodestate.View) {
+	a := pt.a
 	st, short, growErr := v.Stats, v.Shortfall, v.LastGrowErr
 	if v.CloudOK {
 		a.ready.set(CondCloud, true, "EC2 reachable; pool matches what EC2 says is attached")
@@ -45,7 +47,7 @@ func (a *Agent) updateReadiness(ctx context.Context, v nodestate.View) {
 	}
 	ready, _ := a.ready.get()
 	if ready && a.confState.CompareAndSwap(confNone, confWriting) {
-		go a.installConf(ctx)
+		go a.loop.installConf(ctx)
 	}
 	// Only once the configuration is written may the startup taint go:
 	// the node can network its pods.
@@ -59,7 +61,8 @@ const (
 	confWritten
 )
 
-func (a *Agent) installConf(ctx context.Context) {
+func (pt *ownerLoop) installConf(ctx context.Context) {
+	a := pt.a
 	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, PortMap: true}
 	if err := cniconf.Install(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
@@ -70,5 +73,5 @@ func (a *Agent) installConf(ctx context.Context) {
 	a.log.Info("ready: CNI configuration written", "path", a.cfg.CNIConfPath())
 	a.kube.SetReady(true)
 	// Wake the owner so readiness is published with the file in place.
-	a.send(ctx, nodestate.Tick{})
+	a.loop.send(ctx, nodestate.Tick{})
 }

@@ -26,26 +26,26 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	if err := a.serveHTTP(ctx, &wg); err != nil {
+	if err := a.views.serveHTTP(ctx, &wg); err != nil {
 		return err
 	}
-	if err := a.step("learn the node", func() error { return a.learnNode(ctx) }); err != nil {
+	if err := a.starter.step("learn the node", func() error { return a.starter.learnNode(ctx) }); err != nil {
 		return err
 	}
-	a.startKube(ctx, &wg)
+	a.bridge.startKube(ctx, &wg)
 	x := &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: a.info().self.InstanceID, Self: a.info().self,
 		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags}
 	var n *nodestate.Node
-	if err := a.step("load the checkpoint", func() error {
+	if err := a.starter.step("load the checkpoint", func() error {
 		var err error
-		n, err = a.bootNode(ctx, x)
+		n, err = a.starter.bootNode(ctx, x)
 		return err
 	}); err != nil {
 		a.ready.set(CondCheckpoint, false, err.Error())
 		return err
 	}
 	a.ready.set(CondCheckpoint, true, "checkpoint loaded and reconciled with EC2 and the host's pod routes")
-	if err := a.step("set up host networking", func() error { return a.host.Setup(ctx, a.info().node) }); err != nil {
+	if err := a.starter.step("set up host networking", func() error { return a.host.Setup(ctx, a.info().node) }); err != nil {
 		a.ready.set(CondHost, false, err.Error())
 		return err
 	}
@@ -54,12 +54,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.own(ctx, n, x)
+		a.loop.own(ctx, n, x)
 	}()
-	a.bridgeKube(ctx, &wg)
+	a.bridge.bridgeKube(ctx, &wg)
 
 	var srv *grpc.Server
-	if err := a.step("serve the plugin socket", func() error {
+	if err := a.starter.step("serve the plugin socket", func() error {
 		l, err := listenSocket(ctx, a.cfg.Socket)
 		if err != nil {
 			return err
@@ -78,7 +78,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ready.set(CondSocket, true, "serving "+a.cfg.Socket)
-	a.send(ctx, nodestate.Tick{}) // publish readiness with the socket up
+	a.loop.send(ctx, nodestate.Tick{}) // publish readiness with the socket up
 	a.met.startup.Set(a.now().Sub(start).Seconds())
 
 	<-ctx.Done()

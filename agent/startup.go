@@ -21,7 +21,8 @@ import (
 const gracefulStop = 10 * time.Second
 
 // step runs one start-up step and logs it with its duration.
-func (a *Agent) step(name string, f func() error) error {
+func (pt *starter) step(name string, f func() error) error {
+	a := pt.a
 	start := a.now()
 	err := f()
 	d := a.now().Sub(start)
@@ -35,7 +36,8 @@ func (a *Agent) step(name string, f func() error) error {
 
 // retry calls f until it succeeds or ctx ends, backing off up to 30 s.
 // Start-up waits out an unreachable IMDS or EC2 instead of crash-looping.
-func (a *Agent) retry(ctx context.Context, what, cond string, f func() error) error {
+func (pt *starter) retry(ctx context.Context, what, cond string, f func() error) error {
+	a := pt.a
 	backoff := 500 * time.Millisecond
 	for {
 		err := f()
@@ -54,16 +56,17 @@ func (a *Agent) retry(ctx context.Context, what, cond string, f func() error) er
 // learnNode reads the node's identity from IMDS and its limits from the
 // table or EC2. An instance type nobody knows is not fatal (DESIGN.md story
 // 1): the agent runs with the limits it can observe and says so.
-func (a *Agent) learnNode(ctx context.Context) error {
+func (pt *starter) learnNode(ctx context.Context) error {
+	a := pt.a
 	var self cloud.Self
-	if err := a.retry(ctx, "describe this instance from IMDS", CondCloud, func() error {
+	if err := a.starter.retry(ctx, "describe this instance from IMDS", CondCloud, func() error {
 		var err error
 		self, err = a.cloud.DescribeSelf(ctx)
 		return err
 	}); err != nil {
 		return err
 	}
-	lim, note := a.instanceLimits(ctx, self)
+	lim, note := a.starter.instanceLimits(ctx, self)
 	cfg := ipam.DefaultPlanConfig()
 	cfg.WarmENITarget = a.cfg.WarmENITarget
 	cfg.WarmIPTarget = a.cfg.WarmIPTarget
@@ -96,7 +99,8 @@ func (a *Agent) learnNode(ctx context.Context) error {
 }
 
 // instanceLimits returns the type's limits and where they came from.
-func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (ipam.Limits, string) {
+func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (ipam.Limits, string) {
+	a := pt.a
 	l, err := a.cloud.InstanceLimits(ctx, self.InstanceType)
 	if err == nil {
 		return ipam.Limits{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI}, "table or DescribeInstanceTypes"
@@ -115,7 +119,8 @@ func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (ipam.Limit
 // migration. missing says neither exists: a new node, or a lost file. A
 // corrupt file stops the agent; disk.Load has copied it aside and never
 // overwrites it.
-func (a *Agent) loadCheckpoint() (st checkpoint.State, missing bool, err error) {
+func (pt *starter) loadCheckpoint() (st checkpoint.State, missing bool, err error) {
+	a := pt.a
 	st, err = disk.Load(a.cfg.CheckpointPath())
 	if err == nil {
 		a.log.Info("checkpoint loaded", "path", a.cfg.CheckpointPath(), "assignments", len(st.Entries))
@@ -142,32 +147,34 @@ func (a *Agent) loadCheckpoint() (st checkpoint.State, missing bool, err error) 
 // the host side of secondary ENIs) and the host's pod routes, and builds
 // the state machine from them. The host is read last, so a pod wired
 // while EC2 was read is still seen.
-func (a *Agent) bootNode(ctx context.Context, x *executor.Executor) (*nodestate.Node, error) {
-	st, missing, err := a.loadCheckpoint()
+func (pt *starter) bootNode(ctx context.Context, x *executor.Executor) (*nodestate.Node, error) {
+	a := pt.a
+	st, missing, err := a.starter.loadCheckpoint()
 	if err != nil {
 		return nil, err
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
-	if err := a.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
+	if err := a.starter.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
 		var err error
 		boot.ENIs, boot.Devices, err = x.Attached(ctx, nil)
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	if err := a.retry(ctx, "read the host's pod routes", CondHost, func() error {
+	if err := a.starter.retry(ctx, "read the host's pod routes", CondHost, func() error {
 		var err error
 		boot.Routed, err = a.host.PodAddrs(ctx)
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	return nodestate.New(a.stateConfig(), boot, a.now())
+	return nodestate.New(a.starter.stateConfig(), boot, a.now())
 }
 
 // stateConfig is the state machine's configuration from the settings and
 // what start-up learned.
-func (a *Agent) stateConfig() nodestate.Config {
+func (pt *starter) stateConfig() nodestate.Config {
+	a := pt.a
 	b := a.info()
 	return nodestate.Config{
 		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,

@@ -51,6 +51,7 @@ type attaching struct {
 
 // cloudView is what the machine knows of EC2 beyond the pool.
 type cloudView struct {
+	n         *Node
 	plan      ipam.PlanConfig
 	eniCfgOK  bool
 	eniCfgMsg string
@@ -84,7 +85,8 @@ func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
 	c.delTries = make(map[string]int)
 }
 
-func (n *Node) classify(err error) ErrorClass {
+func (x *cloudView) classify(err error) ErrorClass {
+	n := x.n
 	if err == nil || n.cfg.Classify == nil {
 		return ErrorClass{}
 	}
@@ -94,13 +96,14 @@ func (n *Node) classify(err error) ErrorClass {
 // noteEC2 records whether EC2 answered, for readiness and /v1/status. An
 // error with an AWS code is an answer (it said no); only silence counts
 // against reachability.
-func (n *Node) noteEC2(err error) {
+func (x *cloudView) noteEC2(err error) {
+	n := x.n
 	if err == nil {
 		n.cloud.ok = true
 		return
 	}
 	n.cloud.lastErr = err.Error()
-	c := n.classify(err)
+	c := n.cloud.classify(err)
 	if c.Code == "" {
 		n.cloud.ok = false
 	}
@@ -114,22 +117,24 @@ func (n *Node) noteEC2(err error) {
 }
 
 // periodic starts the reads that came due and the jobs scheduled for now.
-func (n *Node) periodic(now time.Time) {
+func (x *cloudView) periodic(now time.Time) {
+	n := x.n
 	if !now.Before(n.cloud.nextResync) {
 		n.cloud.nextResync = now.Add(n.cfg.ResyncInterval)
-		n.startResync()
-		n.startHostCheck()
+		n.cloud.startResync()
+		n.cloud.startHostCheck()
 	}
 	if !n.host.nextReclaim.IsZero() && !now.Before(n.host.nextReclaim) {
 		n.host.nextReclaim = time.Time{}
-		n.startHostCheck()
+		n.cloud.startHostCheck()
 	}
 	for _, j := range n.jobs.due(now) {
 		n.job(j)
 	}
 }
 
-func (n *Node) startResync() {
+func (x *cloudView) startResync() {
+	n := x.n
 	if n.jobs.running(kindIs(JobResync)) {
 		return
 	}
@@ -140,15 +145,17 @@ func (n *Node) startResync() {
 	n.job(Job{Kind: JobResync, Known: known})
 }
 
-func (n *Node) startHostCheck() {
+func (x *cloudView) startHostCheck() {
+	n := x.n
 	if !n.jobs.running(kindIs(JobHostCheck)) {
 		n.job(Job{Kind: JobHostCheck})
 	}
 }
 
-func (n *Node) onResync(ev ResyncResult, now time.Time) {
+func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
+	n := x.n
 	n.jobs.done(ev.JobID)
-	n.noteEC2(ev.Err)
+	n.cloud.noteEC2(ev.Err)
 	if ev.Err != nil {
 		n.log.Warn("reading attached ENIs from EC2 failed; trying again at the next pass", "err", ev.Err)
 		return
@@ -160,18 +167,19 @@ func (n *Node) onResync(ev ResyncResult, now time.Time) {
 	attached := make(map[string]ENIInfo, len(ev.ENIs))
 	for _, e := range ev.ENIs {
 		attached[e.ID] = e
-		if err := n.adopt(e, now); err != nil {
+		if err := n.cloud.adopt(e, now); err != nil {
 			n.log.Error("ENI attached in EC2 not taken into the pool", "eni", e.ID, "err", err)
 		}
 	}
-	n.dropVanished(attached, now)
+	n.cloud.dropVanished(attached, now)
 }
 
 // adopt brings an attached ENI and its blocks into the pool; its host side
 // was set up by the job that found it. Routed addresses in new blocks are
 // quarantined before any pod can be given them.
-func (n *Node) adopt(e ENIInfo, now time.Time) error {
-	if _, busy := n.detaching(e.ID); busy {
+func (x *cloudView) adopt(e ENIInfo, now time.Time) error {
+	n := x.n
+	if _, busy := n.results.detaching(e.ID); busy {
 		return nil // on its way out: a resync raced the detach
 	}
 	_, known := n.pool.ENI(e.ID)
@@ -202,36 +210,38 @@ func (n *Node) adopt(e ENIInfo, now time.Time) error {
 		if have[p] {
 			continue
 		}
-		if e.DeviceIndex == 0 && n.cfg.CustomNetwork && !n.usesPrimaryBlock(p) {
+		if e.DeviceIndex == 0 && n.cfg.CustomNetwork && !n.custom.usesPrimaryBlock(p) {
 			unused++
 			continue
 		}
 		if err := n.pool.AddBlock(e.ID, p); err != nil {
 			return fmt.Errorf("adopt %s on %s: %w", p, e.ID, err)
 		}
-		n.quarantineRoutedIn(p, now)
+		n.cloud.quarantineRoutedIn(p, now)
 	}
 	if unused > 0 && !known {
 		n.log.Warn("custom networking: the primary ENI's secondary addresses are not used for pods; they stay assigned in EC2 until the node is replaced",
 			"eni", e.ID, "blocks", unused)
 	}
 	if !e.DeleteOnTermination && e.AttachmentID != "" {
-		n.setDOT(e.ID, e.AttachmentID)
+		n.cloud.setDOT(e.ID, e.AttachmentID)
 	}
 	return nil
 }
 
-func (n *Node) quarantineRoutedIn(p netip.Prefix, now time.Time) {
+func (x *cloudView) quarantineRoutedIn(p netip.Prefix, now time.Time) {
+	n := x.n
 	for ip := range n.host.routed {
 		if p.Contains(ip) {
-			n.quarantineIfFree(ip, now, false)
+			n.host.quarantineIfFree(ip, now, false)
 		}
 	}
 }
 
 // usesPrimaryBlock: with custom networking only primary-ENI blocks that
 // the checkpoint being restored holds are used, until they are free.
-func (n *Node) usesPrimaryBlock(p netip.Prefix) bool {
+func (x *custom) usesPrimaryBlock(p netip.Prefix) bool {
+	n := x.n
 	for ip := range n.ckAddrs {
 		if p.Contains(ip) {
 			return true
@@ -242,14 +252,16 @@ func (n *Node) usesPrimaryBlock(p netip.Prefix) bool {
 
 // setDOT asks for DeleteOnTermination on an ENI of the node unless a
 // request is already under way.
-func (n *Node) setDOT(eniID, attachmentID string) {
+func (x *cloudView) setDOT(eniID, attachmentID string) {
+	n := x.n
 	if n.jobs.running(func(j Job) bool { return j.Kind == JobSetDeleteOnTermination && j.ENIID == eniID }) {
 		return
 	}
 	n.job(Job{Kind: JobSetDeleteOnTermination, ENIID: eniID, AttachmentID: attachmentID})
 }
 
-func (n *Node) onDOT(ev DOTResult, now time.Time) {
+func (x *cloudView) onDOT(ev DOTResult, now time.Time) {
+	n := x.n
 	j, _ := n.jobs.done(ev.JobID)
 	if ev.Err == nil {
 		delete(n.cloud.dotTries, j.ENIID)
@@ -259,7 +271,7 @@ func (n *Node) onDOT(ev DOTResult, now time.Time) {
 		}
 		return
 	}
-	n.noteEC2(ev.Err)
+	n.cloud.noteEC2(ev.Err)
 	n.cloud.dotTries[j.ENIID]++
 	wait := min(time.Duration(1<<min(n.cloud.dotTries[j.ENIID], 5))*time.Second, maxDOTRetry)
 	n.log.Warn("DeleteOnTermination not set yet; trying again", "eni", j.ENIID, "in", wait.String(), "err", ev.Err)
@@ -268,7 +280,8 @@ func (n *Node) onDOT(ev DOTResult, now time.Time) {
 
 // dropVanished removes the free blocks and ENIs that EC2 no longer shows
 // attached. What a pod still holds is kept and reported.
-func (n *Node) dropVanished(attached map[string]ENIInfo, now time.Time) {
+func (x *cloudView) dropVanished(attached map[string]ENIInfo, now time.Time) {
+	n := x.n
 	for _, es := range n.pool.Stats(now).ENIs {
 		e, ok := attached[es.ID]
 		if !ok {
@@ -294,7 +307,8 @@ func (n *Node) dropVanished(attached map[string]ENIInfo, now time.Time) {
 }
 
 // detaching says whether a detach of eniID is under way.
-func (n *Node) detaching(eniID string) (Job, bool) {
+func (x *results) detaching(eniID string) (Job, bool) {
+	n := x.n
 	for _, j := range n.jobs.inFlight {
 		if j.Kind == JobAction && j.Action.Kind == ipam.DetachENI && j.Action.ENIID == eniID {
 			return j, true
@@ -303,7 +317,8 @@ func (n *Node) detaching(eniID string) (Job, bool) {
 	return Job{}, false
 }
 
-func (n *Node) onAction(ev ActionResult, now time.Time) {
+func (x *results) onAction(ev ActionResult, now time.Time) {
+	n := x.n
 	j, ok := n.jobs.done(ev.JobID)
 	if !ok {
 		panic(fmt.Sprintf("nodestate: result for unknown job %d", ev.JobID))
@@ -312,22 +327,22 @@ func (n *Node) onAction(ev ActionResult, now time.Time) {
 	if ev.Err != nil {
 		n.log.Error("EC2 change failed", "action", act.String(), "err", ev.Err)
 	}
-	n.noteEC2(ev.Err)
+	n.cloud.noteEC2(ev.Err)
 	switch act.Kind {
 	case ipam.ReleaseBlocks:
-		n.releaseDone(act, ev, now)
-		n.shrunk(ev, now)
+		n.results.releaseDone(act, ev, now)
+		n.results.shrunk(ev, now)
 	case ipam.AssignBlocks:
-		n.grown(ev.Err, now)
+		n.results.grown(ev.Err, now)
 		for _, b := range ev.Blocks {
 			if err := n.pool.AddBlock(act.ENIID, b); err != nil {
 				n.log.Error("assigned block not taken into the pool", "block", b.String(), "err", err)
 				continue
 			}
-			n.quarantineRoutedIn(b, now)
+			n.cloud.quarantineRoutedIn(b, now)
 		}
 	case ipam.AttachENI:
-		n.grown(ev.Err, now)
+		n.results.grown(ev.Err, now)
 		if ev.Err != nil {
 			// EC2 may have attached it anyway (a timeout, a 5xx after the
 			// fact): read EC2 soon so such an ENI is adopted.
@@ -340,12 +355,12 @@ func (n *Node) onAction(ev ActionResult, now time.Time) {
 			n.jobs.schedule(now.Add(time.Second), Job{Kind: JobSetDeleteOnTermination, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID})
 		}
 	case ipam.DetachENI:
-		n.shrunk(ev, now)
+		n.results.shrunk(ev, now)
 		if ev.Err != nil || ev.Skipped {
 			// Still attached: the next read of EC2 takes it back.
 			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
 			if len(ev.Routed) > 0 {
-				n.startHostCheck()
+				n.cloud.startHostCheck()
 			}
 			return
 		}
@@ -356,7 +371,8 @@ func (n *Node) onAction(ev ActionResult, now time.Time) {
 
 // releaseDone puts back into the pool the blocks a release did not give
 // back to EC2.
-func (n *Node) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
+func (x *results) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
+	n := x.n
 	for _, b := range act.Blocks {
 		if slices.Contains(ev.Blocks, b) {
 			continue
@@ -365,17 +381,18 @@ func (n *Node) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
 			n.log.Error("could not return a block to the pool after a declined release", "block", b.String(), "err", err)
 			continue
 		}
-		n.quarantineRoutedIn(b, now)
+		n.cloud.quarantineRoutedIn(b, now)
 	}
 	if len(ev.Routed) > 0 {
-		n.observeRoutes(ev.Routed, now, false)
+		n.host.observeRoutes(ev.Routed, now, false)
 	}
 }
 
 // grown records the outcome of a growth action: after a refusal, growth
 // waits (the account's API budget is shared), and the refusal explains an
 // empty pool to pods.
-func (n *Node) grown(err error, now time.Time) {
+func (x *results) grown(err error, now time.Time) {
+	n := x.n
 	n.cloud.lastGrowErr = err
 	if err == nil {
 		n.cloud.grow.reset()
@@ -383,15 +400,16 @@ func (n *Node) grown(err error, now time.Time) {
 	}
 	// Every failure waits, not only refusals: EC2's own retries are
 	// spent already, and asking again at the next event would loop.
-	c := n.classify(err)
+	c := n.cloud.classify(err)
 	wait := n.cloud.grow.refused(now)
 	n.log.Warn("EC2 did not grow the pool; asking again later", "in", wait.String(), "err", err)
-	n.growthNotice(c, err)
+	n.planner.growthNotice(c, err)
 }
 
 // shrunk spaces out the next release or detach after one that failed or
 // was declined, and resets the wait after one that went through.
-func (n *Node) shrunk(ev ActionResult, now time.Time) {
+func (x *results) shrunk(ev ActionResult, now time.Time) {
+	n := x.n
 	if ev.Err != nil || ev.Skipped {
 		n.cloud.shrink.refused(now)
 		return
@@ -399,21 +417,22 @@ func (n *Node) shrunk(ev ActionResult, now time.Time) {
 	n.cloud.shrink.reset()
 }
 
-func (n *Node) onAttach(ev AttachResult, now time.Time) {
+func (x *results) onAttach(ev AttachResult, now time.Time) {
+	n := x.n
 	j, _ := n.jobs.done(ev.JobID)
 	at, ok := n.cloud.attaching[j.ENIID]
 	if !ok {
 		return // adopted by a resync meanwhile
 	}
 	if ev.Err == nil && !ev.NotYet {
-		if err := n.adopt(ev.ENI, now); err != nil {
+		if err := n.cloud.adopt(ev.ENI, now); err != nil {
 			n.log.Error("attached ENI not taken into the pool", "eni", j.ENIID, "err", err)
 		}
 		delete(n.cloud.attaching, j.ENIID)
 		return
 	}
 	if ev.Err != nil {
-		n.noteEC2(ev.Err)
+		n.cloud.noteEC2(ev.Err)
 	}
 	if now.Sub(at.since) >= n.cfg.AttachTimeout {
 		delete(n.cloud.attaching, j.ENIID)
@@ -425,7 +444,8 @@ func (n *Node) onAttach(ev AttachResult, now time.Time) {
 	n.jobs.schedule(now.Add(at.poll), j)
 }
 
-func (n *Node) onDelete(ev DeleteResult, now time.Time) {
+func (x *results) onDelete(ev DeleteResult, now time.Time) {
+	n := x.n
 	j, _ := n.jobs.done(ev.JobID)
 	if ev.Err == nil && !ev.NotYet {
 		delete(n.cloud.delTries, j.ENIID)
@@ -440,7 +460,8 @@ func (n *Node) onDelete(ev DeleteResult, now time.Time) {
 	n.jobs.schedule(now.Add(deleteRetry), j)
 }
 
-func (n *Node) onENIConfig(ev ENIConfigUpdate) {
+func (x *custom) onENIConfig(ev ENIConfigUpdate) {
+	n := x.n
 	c := &n.cloud
 	changed := c.eniCfgOK != ev.OK || c.eniCfgMsg != ev.Message
 	c.eniCfgOK, c.eniCfgMsg = ev.OK, ev.Message

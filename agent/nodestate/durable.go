@@ -15,6 +15,7 @@ const persistRetry = time.Second
 // (version), what is on disk (written), what is being written (inFlight),
 // and the replies and releases that wait for a version to be on disk.
 type durability struct {
+	n        *Node
 	version  uint64
 	written  uint64
 	inFlight uint64
@@ -41,7 +42,8 @@ func (d *durability) changed() uint64 {
 
 // after queues r until the current version is on disk; when it already
 // is, r goes out now.
-func (n *Node) after(r Reply, done func(r *Reply, ok bool)) {
+func (x *durability) after(r Reply, done func(r *Reply, ok bool)) {
+	n := x.n
 	if n.dur.version == n.dur.written {
 		if done != nil {
 			done(&r, true)
@@ -55,7 +57,8 @@ func (n *Node) after(r Reply, done func(r *Reply, ok bool)) {
 }
 
 // persist starts a write when the pool has changed and none is under way.
-func (n *Node) persist(now time.Time) {
+func (x *durability) persist(now time.Time) {
+	n := x.n
 	d := &n.dur
 	if d.inFlight != 0 || d.version == d.written || now.Before(d.retryAt) {
 		return
@@ -64,7 +67,8 @@ func (n *Node) persist(now time.Time) {
 	n.out.Persist = &Persist{Version: d.version, State: n.state()}
 }
 
-func (n *Node) onPersisted(ev Persisted, now time.Time) {
+func (x *durability) onPersisted(ev Persisted, now time.Time) {
+	n := x.n
 	d := &n.dur
 	if ev.Version != d.inFlight {
 		panic(fmt.Sprintf("nodestate: Persisted %d while %d is being written", ev.Version, d.inFlight))
@@ -100,7 +104,8 @@ func (n *Node) onPersisted(ev Persisted, now time.Time) {
 
 // replying says whether a reply about key waits for the disk: an Add
 // being answered must not see its address taken back meanwhile.
-func (n *Node) replying(key ipam.Key) bool {
+func (x *durability) replying(key ipam.Key) bool {
+	n := x.n
 	for _, p := range n.dur.pending {
 		if p.reply.ID != 0 && p.reply.Assignment.Key == key {
 			return true

@@ -40,7 +40,7 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	st := n.pool.Stats(now)
 	e := &NoAddressError{Pod: pod, Stats: st}
 	sf, growErr := n.cloud.lastShortfall, n.cloud.lastGrowErr
-	c := n.classify(growErr)
+	c := n.cloud.classify(growErr)
 	subnet, itype := n.cloud.plan.SubnetID, n.cfg.InstanceType
 	switch {
 	case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK:
@@ -85,7 +85,8 @@ func IsNoAddress(err error) bool {
 }
 
 // growthNotice tells the Node why the pool could not grow.
-func (n *Node) growthNotice(c ErrorClass, err error) {
+func (x *planner) growthNotice(c ErrorClass, err error) {
+	n := x.n
 	subnet, itype := n.cloud.plan.SubnetID, n.cfg.InstanceType
 	switch {
 	case c.SubnetExhausted:
@@ -97,7 +98,8 @@ func (n *Node) growthNotice(c ErrorClass, err error) {
 
 // shortfallNotice tells the Node that pods wait and the instance has no
 // room for another ENI.
-func (n *Node) shortfallNotice(short ipam.Shortfall) {
+func (x *planner) shortfallNotice(short ipam.Shortfall) {
+	n := x.n
 	switch short.Limit {
 	case ipam.InstanceENILimit:
 		n.notice("ENILimitReached", fmt.Sprintf("pods wait for addresses, and all %d ENIs a %s allows are attached and full; use a larger instance type or enable prefix delegation", short.Max, n.cfg.InstanceType))

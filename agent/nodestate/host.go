@@ -18,6 +18,7 @@ const quietAfterDel = time.Minute
 // hostView is what the host last said about live pods: the first truth
 // about them.
 type hostView struct {
+	n *Node
 	// ok says the last read of the pod routes succeeded; hold says why
 	// nothing may be released now, or "".
 	ok   bool
@@ -53,7 +54,8 @@ func (h *hostView) init() {
 	h.restartCooling = make(map[netip.Addr]bool)
 }
 
-func (n *Node) onHost(ev HostResult, now time.Time) {
+func (x *hostView) onHost(ev HostResult, now time.Time) {
+	n := x.n
 	n.jobs.done(ev.JobID)
 	if ev.Err != nil {
 		n.host.ok = false
@@ -61,14 +63,15 @@ func (n *Node) onHost(ev HostResult, now time.Time) {
 		n.log.Error("host check failed; nothing will be released until it succeeds", "err", ev.Err)
 		return
 	}
-	n.observeRoutes(ev.Routed, now, false)
-	n.reclaim(now)
+	n.host.observeRoutes(ev.Routed, now, false)
+	n.host.reclaim(now)
 }
 
 // observeRoutes quarantines every routed address the pool does not hold
 // for a pod, cooling or not, and lifts the quarantine of addresses no
 // longer routed.
-func (n *Node) observeRoutes(routed []Route, now time.Time, boot bool) {
+func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
+	n := x.n
 	h := &n.host
 	h.ok = true
 	h.routed = make(map[netip.Addr]bool, len(routed))
@@ -76,8 +79,8 @@ func (n *Node) observeRoutes(routed []Route, now time.Time, boot bool) {
 		h.routed[rt.Addr] = true
 	}
 	for _, rt := range routed {
-		n.checkOwner(rt, now)
-		n.quarantineIfFree(rt.Addr, now, boot)
+		n.host.checkOwner(rt, now)
+		n.host.quarantineIfFree(rt.Addr, now, boot)
 	}
 	for ip := range h.quarantined {
 		if h.routed[ip] {
@@ -103,7 +106,8 @@ func (n *Node) observeRoutes(routed []Route, now time.Time, boot bool) {
 // older checkpoint was restored, and the address has since gone to a new
 // pod). The record is kept aside as stale and reported, never released,
 // and the address is quarantined for the pod the host shows.
-func (n *Node) checkOwner(rt Route, now time.Time) {
+func (x *hostView) checkOwner(rt Route, now time.Time) {
+	n := x.n
 	if rt.Link == "" || n.cfg.HostVeth == nil {
 		return
 	}
@@ -124,7 +128,8 @@ func (n *Node) checkOwner(rt Route, now time.Time) {
 
 // quarantineIfFree holds ip for the host if the pool has it free or
 // cooling: a pod uses it, whatever the checkpoint says.
-func (n *Node) quarantineIfFree(ip netip.Addr, now time.Time, boot bool) {
+func (x *hostView) quarantineIfFree(ip netip.Addr, now time.Time, boot bool) {
+	n := x.n
 	h := &n.host
 	if h.quarantined[ip] {
 		return
@@ -150,7 +155,8 @@ func (n *Node) quarantineIfFree(ip netip.Addr, now time.Time, boot bool) {
 // reclaim releases assignments whose pod has been gone from the host for
 // ReclaimAfter: the runtime deleted the pod while the agent was down or
 // its DEL never arrived, and CNI GC may never come.
-func (n *Node) reclaim(now time.Time) {
+func (x *hostView) reclaim(now time.Time) {
+	n := x.n
 	h := &n.host
 	h.nextReclaim = time.Time{}
 	if n.cfg.ReclaimAfter <= 0 {
@@ -165,7 +171,7 @@ func (n *Node) reclaim(now time.Time) {
 			continue
 		}
 		answered, ok := h.answered[as.Key]
-		if !ok || n.replying(as.Key) {
+		if !ok || n.dur.replying(as.Key) {
 			continue // its Add is still in flight
 		}
 		since, seen := h.unrouted[as.Key]
@@ -186,7 +192,7 @@ func (n *Node) reclaim(now time.Time) {
 		h.reclaimed++
 		n.log.Warn("released: the pod is gone from the host (no route to its address) and no DEL came; the runtime deleted it while the agent could not hear",
 			"key", as.Key.String(), "pod", as.Pod.String(), "addr", as.Addr.String(), "missingSince", since)
-		n.release(as.Key, "reclaimed", nil)
+		n.reqs.release(as.Key, "reclaimed", nil)
 	}
 	for k := range h.unrouted {
 		if _, held := n.pool.Lookup(k); !held {

@@ -40,11 +40,20 @@ type Node struct {
 	// kept on disk, never released automatically, and reported.
 	stale []checkpoint.Entry
 
-	dur   durability
-	reqs  requests
-	host  hostView
-	jobs  jobTable
-	cloud cloudView
+	// The machine's parts, each owning its own methods over the shared
+	// state above: durability (writes and the replies that wait for
+	// them), requests (Add, Del, GC, waiters, demand), host (routes,
+	// quarantine, reclaim), cloud (EC2 reads, adoption,
+	// DeleteOnTermination), planner (what to ask of EC2), results (what
+	// EC2 did), custom (custom networking).
+	dur     durability
+	reqs    requests
+	host    hostView
+	jobs    jobTable
+	cloud   cloudView
+	planner planner
+	results results
+	custom  custom
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -69,6 +78,8 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 		meta: make(map[string]eniMeta),
 		last: now,
 	}
+	n.dur.n, n.reqs.n, n.host.n, n.cloud.n = n, n, n, n
+	n.planner.n, n.results.n, n.custom.n = n, n, n
 	n.reqs.init()
 	n.host.init()
 	n.jobs.init()
@@ -78,7 +89,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 		n.ckAddrs[e.Addr] = true
 	}
 	for _, e := range boot.ENIs {
-		if err := n.adopt(e, now); err != nil {
+		if err := n.cloud.adopt(e, now); err != nil {
 			return nil, err
 		}
 	}
@@ -91,9 +102,9 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 				"key", e.Key.String(), "pod", e.Pod.String(), "addr", e.Addr.String(), "err", err)
 		}
 	}
-	n.observeRoutes(boot.Routed, now, true)
+	n.host.observeRoutes(boot.Routed, now, true)
 	if !boot.CheckpointMissing {
-		n.coolAfterRestart(now)
+		n.host.coolAfterRestart(now)
 	}
 	if boot.CheckpointMissing && len(n.host.quarantined) > 0 {
 		n.log.Warn("checkpoint missing while the host routes live pods: not a new node; nothing is released until every such route is gone",
@@ -104,14 +115,15 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	// What the pool holds now is what the checkpoint must say: entries
 	// dropped as stale stay, nothing new is added, so one write settles it.
 	n.dur.version = 1
-	n.plan(now)
-	n.persist(now)
+	n.planner.plan(now)
+	n.dur.persist(now)
 	return n, nil
 }
 
 // coolAfterRestart cools every free address once; the set is remembered
 // so the planner still counts them as available.
-func (n *Node) coolAfterRestart(now time.Time) {
+func (x *hostView) coolAfterRestart(now time.Time) {
+	n := x.n
 	for _, es := range n.pool.Snapshot(now).ENIs {
 		for _, b := range es.Blocks {
 			for ip := b.Prefix.Addr(); b.Prefix.Contains(ip); ip = ip.Next() {
@@ -134,32 +146,32 @@ func (n *Node) Step(now time.Time, ev Event) {
 	n.last = now
 	switch ev := ev.(type) {
 	case AddRequest:
-		n.onAdd(ev, now)
+		n.reqs.onAdd(ev, now)
 	case DelRequest:
-		n.onDel(ev, now)
+		n.reqs.onDel(ev, now)
 	case GCRequest:
-		n.onGC(ev, now)
+		n.reqs.onGC(ev, now)
 	case Cancel:
 		n.reqs.cancel(ev.ID, now, n.cfg.DemandMemory)
 	case Tick:
 	case ResyncNow:
 		n.cloud.nextResync = now
 	case Persisted:
-		n.onPersisted(ev, now)
+		n.dur.onPersisted(ev, now)
 	case ENIConfigUpdate:
-		n.onENIConfig(ev)
+		n.custom.onENIConfig(ev)
 	case ResyncResult:
-		n.onResync(ev, now)
+		n.cloud.onResync(ev, now)
 	case HostResult:
-		n.onHost(ev, now)
+		n.host.onHost(ev, now)
 	case ActionResult:
-		n.onAction(ev, now)
+		n.results.onAction(ev, now)
 	case AttachResult:
-		n.onAttach(ev, now)
+		n.results.onAttach(ev, now)
 	case DOTResult:
-		n.onDOT(ev, now)
+		n.cloud.onDOT(ev, now)
 	case DeleteResult:
-		n.onDelete(ev, now)
+		n.results.onDelete(ev, now)
 	default:
 		panic(fmt.Sprintf("nodestate: unknown event %T", ev))
 	}
@@ -170,11 +182,11 @@ func (n *Node) Step(now time.Time, ev Event) {
 // waiting Adds that can now be served, periodic reads, a plan, a write.
 func (n *Node) afterStep(now time.Time) {
 	n.reqs.expireDemand(now)
-	n.serveWaiters(now)
-	n.expireWaiters(now)
-	n.periodic(now)
-	n.plan(now)
-	n.persist(now)
+	n.reqs.serveWaiters(now)
+	n.reqs.expireWaiters(now)
+	n.cloud.periodic(now)
+	n.planner.plan(now)
+	n.dur.persist(now)
 }
 
 // Ready returns what the machine wants done and forgets it: the caller
@@ -239,3 +251,11 @@ func (n *Node) job(j Job) Job {
 	n.out.Jobs = append(n.out.Jobs, j)
 	return j
 }
+
+// planner decides what to ask of EC2; results takes in what EC2 did;
+// custom is custom networking's part. They hold no state of their own.
+type (
+	planner struct{ n *Node }
+	results struct{ n *Node }
+	custom  struct{ n *Node }
+)

@@ -46,17 +46,18 @@ func isShrink(act ipam.Action) bool {
 // counted as demand and attachments under way counted as capacity, and
 // the shortfall it found.
 func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
-	return n.planWith(now, true)
+	return n.planner.planWith(now, true)
 }
 
 // planWith plans with or without the attachments under way counted as
 // capacity: without, it says what the pool still lacks until they land.
-func (n *Node) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
+func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
+	n := x.n
 	snap := n.pool.Snapshot(now)
-	n.countRestartCoolingAsFree(&snap)
+	n.planner.countRestartCoolingAsFree(&snap)
 	snap.Waiting = n.reqs.demandCount()
 	if pending {
-		snap.ENIs = append(snap.ENIs, n.pendingENIs(now)...)
+		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
 	return ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
 }
@@ -64,7 +65,8 @@ func (n *Node) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortf
 // countRestartCoolingAsFree: addresses cooling only because the agent
 // restarted are not demand the pool failed to meet, and must not make it
 // grow (a restart with no pod change makes no EC2 change).
-func (n *Node) countRestartCoolingAsFree(snap *ipam.Snapshot) {
+func (x *planner) countRestartCoolingAsFree(snap *ipam.Snapshot) {
+	n := x.n
 	rc := n.host.restartCooling
 	if len(rc) == 0 {
 		return
@@ -93,7 +95,8 @@ func (n *Node) countRestartCoolingAsFree(snap *ipam.Snapshot) {
 // pendingENIs stands each attachment under way in for the ENI it will
 // add: its device index and blocks, all free. The block prefixes are
 // placeholders in 0.0.0.0/8, which no VPC uses.
-func (n *Node) pendingENIs(now time.Time) []ipam.ENIState {
+func (x *planner) pendingENIs(now time.Time) []ipam.ENIState {
+	n := x.n
 	var out []ipam.ENIState
 	add := func(dev int, act ipam.Action) {
 		e := ipam.ENIState{ENI: ipam.ENI{
@@ -128,8 +131,9 @@ func (n *Node) pendingENIs(now time.Time) []ipam.ENIState {
 // than attachments are still under way: then the next event plans again
 // from what actually happened. While ENIs attach, only further attaches
 // are started, so a burst gets every ENI it needs at once.
-func (n *Node) plan(now time.Time) {
-	n.dropFreePrimaryBlocks(now)
+func (x *planner) plan(now time.Time) {
+	n := x.n
+	n.custom.dropFreePrimaryBlocks(now)
 	if n.jobs.running(func(j Job) bool { return j.Kind == JobAction && j.Action.Kind != ipam.AttachENI }) {
 		return
 	}
@@ -138,10 +142,10 @@ func (n *Node) plan(now time.Time) {
 	n.cloud.lastShortfall = short
 	n.cloud.lastPlan = now
 	if short.Short() && n.reqs.waiting() > 0 {
-		n.shortfallNotice(short)
+		n.planner.shortfallNotice(short)
 	}
-	for _, act := range n.filter(actions, now, attachesUnderWay > 0) {
-		n.start(act, now, &attachesUnderWay)
+	for _, act := range n.planner.filter(actions, now, attachesUnderWay > 0) {
+		n.planner.start(act, now, &attachesUnderWay)
 	}
 }
 
@@ -149,7 +153,8 @@ func (n *Node) plan(now time.Time) {
 // is unusable, growth while EC2's refusal is backed off, anything but
 // attaches while attaches are under way, and shrinking while the host's
 // pods are unknown or quarantined addresses exist.
-func (n *Node) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
+func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
+	n := x.n
 	hold := !n.host.ok || len(n.host.quarantined) > 0
 	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
 		switch {
@@ -169,7 +174,8 @@ func (n *Node) filter(actions []ipam.Action, now time.Time, attaching bool) []ip
 // start hands one action out. Blocks and ENIs leave the pool before EC2
 // is asked to release them, so no pod can be given an address on its way
 // out; what the release does not give back returns with its result.
-func (n *Node) start(act ipam.Action, now time.Time, attaches *int) {
+func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
+	n := x.n
 	switch act.Kind {
 	case ipam.ReleaseBlocks:
 		var removed []netip.Prefix
@@ -201,7 +207,7 @@ func (n *Node) start(act ipam.Action, now time.Time, attaches *int) {
 		if *attaches >= maxInFlightAttaches {
 			return
 		}
-		dev, ok := n.freeDevice()
+		dev, ok := n.planner.freeDevice()
 		if !ok {
 			n.cloud.lastGrowErr = fmt.Errorf("attach ENI: no free device index below %d", n.cfg.Limits.MaxENIs)
 			return
@@ -214,7 +220,8 @@ func (n *Node) start(act ipam.Action, now time.Time, attaches *int) {
 
 // freeDevice is the lowest device index no ENI uses, EC2 reported taken,
 // or an attachment under way claims.
-func (n *Node) freeDevice() (int, bool) {
+func (x *planner) freeDevice() (int, bool) {
+	n := x.n
 	used := make(map[int]bool)
 	for d := range n.cloud.devices {
 		used[d] = true
@@ -244,7 +251,8 @@ func (n *Node) freeDevice() (int, bool) {
 // dropFreePrimaryBlocks takes out of the pool, with custom networking,
 // blocks of the primary ENI that no pod holds any more, so no new pod is
 // given one. They stay assigned in EC2.
-func (n *Node) dropFreePrimaryBlocks(now time.Time) {
+func (x *custom) dropFreePrimaryBlocks(now time.Time) {
+	n := x.n
 	if !n.cfg.CustomNetwork {
 		return
 	}

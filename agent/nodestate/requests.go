@@ -21,6 +21,7 @@ type waiter struct {
 // that gave up: kubelet retries a failed ADD, so for DemandMemory it still
 // counts, and a burst cannot make the pool detach and re-attach.
 type requests struct {
+	n       *Node
 	waiters []waiter
 	demand  map[ipam.Key]time.Time
 }
@@ -65,14 +66,15 @@ func (r *requests) cancel(id uint64, now time.Time, memory time.Duration) {
 	r.waiters = slices.Delete(r.waiters, i, i+1)
 }
 
-func (n *Node) onAdd(ev AddRequest, now time.Time) {
+func (x *requests) onAdd(ev AddRequest, now time.Time) {
+	n := x.n
 	delete(n.reqs.demand, ev.Key)
 	if as, ok := n.pool.Lookup(ev.Key); ok && !n.dur.releasing[ev.Key] {
 		eni, _ := n.pool.ENI(as.ENIID)
 		// Already durable, or on its way: either way the reply waits for
 		// the version that holds it, and only then may the plugin wire.
 		key := ev.Key
-		n.after(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
+		n.dur.after(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
 			if ok {
 				n.host.answered[key] = n.last
 			}
@@ -86,7 +88,7 @@ func (n *Node) onAdd(ev AddRequest, now time.Time) {
 		n.out.Replies = append(n.out.Replies, Reply{ID: ev.ID, Err: errors.New("the attachment's previous address is still being released; retry")})
 		return
 	}
-	if n.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
+	if n.reqs.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod, deadline: now.Add(n.cfg.AddWait)})
@@ -94,7 +96,8 @@ func (n *Node) onAdd(ev AddRequest, now time.Time) {
 
 // tryAssign gives key an address if one is free; the reply waits for the
 // checkpoint that records it, and a failed write takes it back.
-func (n *Node) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) bool {
+func (x *requests) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) bool {
+	n := x.n
 	as, err := n.pool.Assign(key, pod, now)
 	if err != nil {
 		var nf *ipam.NoFreeAddressError
@@ -119,7 +122,7 @@ func (n *Node) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) b
 	})
 	n.dur.changed()
 	eni, _ := n.pool.ENI(as.ENIID)
-	n.after(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
+	n.dur.after(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
 		if ok {
 			n.host.answered[key] = n.last
 			n.log.Info("assigned", "key", key.String(), "pod", pod.String(), "addr", as.Addr.String(), "eni", as.ENIID)
@@ -136,10 +139,11 @@ func (n *Node) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) b
 }
 
 // serveWaiters hands free addresses to waiting Adds, oldest first.
-func (n *Node) serveWaiters(now time.Time) {
+func (x *requests) serveWaiters(now time.Time) {
+	n := x.n
 	for len(n.reqs.waiters) > 0 {
 		w := n.reqs.waiters[0]
-		if !n.tryAssign(w.id, w.key, w.pod, now) {
+		if !n.reqs.tryAssign(w.id, w.key, w.pod, now) {
 			return
 		}
 		n.reqs.waiters = n.reqs.waiters[1:]
@@ -147,7 +151,8 @@ func (n *Node) serveWaiters(now time.Time) {
 }
 
 // expireWaiters fails the Adds whose wait is over, each with the reason.
-func (n *Node) expireWaiters(now time.Time) {
+func (x *requests) expireWaiters(now time.Time) {
+	n := x.n
 	var keep []waiter
 	for _, w := range n.reqs.waiters {
 		if now.Before(w.deadline) {
@@ -164,20 +169,22 @@ func (n *Node) expireWaiters(now time.Time) {
 // onDel takes key out of the checkpoint, and only once that is on disk
 // lets the pool free the address, into cooldown. Unknown keys succeed: the
 // runtime may repeat a Del, or the agent may have restarted in between.
-func (n *Node) onDel(ev DelRequest, now time.Time) {
-	n.dropWaiter(ev.Key)
+func (x *requests) onDel(ev DelRequest, now time.Time) {
+	n := x.n
+	n.reqs.dropWaiter(ev.Key)
 	delete(n.reqs.demand, ev.Key)
 	_, held := n.pool.Lookup(ev.Key)
 	if !held && n.staleIndex(ev.Key) < 0 {
-		n.after(Reply{ID: ev.ID}, nil)
+		n.dur.after(Reply{ID: ev.ID}, nil)
 		return
 	}
-	n.release(ev.Key, "released", func(as ipam.Assignment, ok bool, err error) Reply {
+	n.reqs.release(ev.Key, "released", func(as ipam.Assignment, ok bool, err error) Reply {
 		return Reply{ID: ev.ID, Assignment: as, Released: ok && held, Err: err}
 	})
 }
 
-func (n *Node) dropWaiter(key ipam.Key) {
+func (x *requests) dropWaiter(key ipam.Key) {
+	n := x.n
 	n.reqs.waiters = slices.DeleteFunc(n.reqs.waiters, func(w waiter) bool {
 		if w.key == key {
 			n.out.Replies = append(n.out.Replies, Reply{ID: w.id, Err: errors.New("the runtime deleted the attachment while its ADD waited for an address")})
@@ -189,7 +196,8 @@ func (n *Node) dropWaiter(key ipam.Key) {
 
 // release drops key from the checkpoint; once durable, the address leaves
 // the pool's hands (cooling) and reply builds the answer, if any.
-func (n *Node) release(key ipam.Key, why string, reply func(as ipam.Assignment, ok bool, err error) Reply) {
+func (x *requests) release(key ipam.Key, why string, reply func(as ipam.Assignment, ok bool, err error) Reply) {
+	n := x.n
 	if n.dur.releasing == nil {
 		n.dur.releasing = make(map[ipam.Key]bool)
 	}
@@ -200,7 +208,7 @@ func (n *Node) release(key ipam.Key, why string, reply func(as ipam.Assignment, 
 	if reply != nil {
 		r = reply(as, false, nil)
 	}
-	n.after(r, func(out *Reply, ok bool) {
+	n.dur.after(r, func(out *Reply, ok bool) {
 		delete(n.dur.releasing, key)
 		if !ok {
 			n.dur.changed() // the key is back in what must be written
@@ -226,16 +234,17 @@ func (n *Node) release(key ipam.Key, why string, reply func(as ipam.Assignment, 
 // onGC releases every assignment of the network the runtime no longer
 // has, once older than the cooldown: an attachment whose ADD is still in
 // flight is not yet in the runtime's list and must not be collected.
-func (n *Node) onGC(ev GCRequest, now time.Time) {
+func (x *requests) onGC(ev GCRequest, now time.Time) {
+	n := x.n
 	var gone []ipam.Assignment
 	for _, as := range n.pool.Assignments() {
-		if as.Key.Network != ev.Network || ev.Valid[as.Key] || IsQuarantine(as.Key) || n.dur.releasing[as.Key] || n.replying(as.Key) || now.Sub(as.AssignedAt) < n.cfg.Cooldown {
+		if as.Key.Network != ev.Network || ev.Valid[as.Key] || IsQuarantine(as.Key) || n.dur.releasing[as.Key] || n.dur.replying(as.Key) || now.Sub(as.AssignedAt) < n.cfg.Cooldown {
 			continue
 		}
 		gone = append(gone, as)
 	}
 	for _, as := range gone {
-		n.release(as.Key, "released by GC: the runtime no longer has the attachment", nil)
+		n.reqs.release(as.Key, "released by GC: the runtime no longer has the attachment", nil)
 	}
-	n.after(Reply{ID: ev.ID, Gone: gone}, nil)
+	n.dur.after(Reply{ID: ev.ID, Gone: gone}, nil)
 }

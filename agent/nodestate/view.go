@@ -87,7 +87,7 @@ func (n *Node) View(now time.Time) View {
 	// What the pool lacks, held back or under way: /v1/status shows it
 	// with GrowthHeldUntil and ReleaseHold beside it, and is empty only
 	// at target.
-	v.Planned, _ = n.planWith(now, false)
+	v.Planned, _ = n.planner.planWith(now, false)
 	return v
 }
 
