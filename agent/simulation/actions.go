@@ -18,28 +18,29 @@ var faultActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", 
 	"ModifyNetworkInterfaceAttribute"}
 
 // act takes one random step of the schedule.
-func (r *run) act() error {
+func (st *steps) act() error {
+	r := st.r
 	up := r.agent != nil
 	w := r.rng.IntN(100)
 	switch {
 	case w < 14:
-		return r.addPod()
+		return r.do.addPod()
 	case w < 24:
-		return r.delPod()
+		return r.do.delPod()
 	case w < 50 && up && len(r.agent.jobs) > 0:
-		return r.runJob(r.rng.IntN(len(r.agent.jobs)), r.rng.IntN(20) == 0)
+		return r.do.runJob(r.rng.IntN(len(r.agent.jobs)), r.rng.IntN(20) == 0)
 	case w < 62 && up && r.agent.persist != nil:
-		return r.finishPersist(r.rng.IntN(25) != 0)
+		return r.do.finishPersist(r.rng.IntN(25) != 0)
 	case w < 80:
 		d := []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, 40 * time.Second, 2 * time.Minute}[r.rng.IntN(6)]
-		return r.advance(d)
+		return r.do.advance(d)
 	case w < 84 && up:
-		r.crash()
+		r.do.crash()
 		return nil
 	case w < 90 && !up:
-		return r.restart()
+		return r.do.restart()
 	case w < 93:
-		r.toggleFault()
+		r.do.toggleFault()
 		return nil
 	case w < 95:
 		r.host.mu.Lock()
@@ -47,12 +48,13 @@ func (r *run) act() error {
 		r.host.mu.Unlock()
 		return nil
 	case w < 97 && up && r.opts.GC:
-		return r.gc()
+		return r.do.gc()
 	}
-	return r.advance(500 * time.Millisecond)
+	return r.do.advance(500 * time.Millisecond)
 }
 
-func (r *run) addPod() error {
+func (st *steps) addPod() error {
+	r := st.r
 	if len(r.pods) >= maxPods {
 		return nil
 	}
@@ -70,7 +72,8 @@ func (r *run) addPod() error {
 // delPod deletes a live pod the way kubelet and the plugin do: the plugin
 // asks the agent, then unwires; with the agent down it unwires and
 // succeeds, and only the agent itself can find out later.
-func (r *run) delPod() error {
+func (st *steps) delPod() error {
+	r := st.r
 	var live []string
 	for name, p := range r.pods {
 		if p.state == podLive && p.req == 0 {
@@ -94,7 +97,8 @@ func (r *run) delPod() error {
 
 // runJob performs the agent's job i; lie makes its first mutating call
 // report a failure although EC2 performed it.
-func (r *run) runJob(i int, lie bool) error {
+func (st *steps) runJob(i int, lie bool) error {
+	r := st.r
 	a := r.agent
 	j := a.jobs[i]
 	a.jobs = slices.Delete(a.jobs, i, i+1)
@@ -121,7 +125,8 @@ func describe(ev nodestate.Event) string {
 	return fmt.Sprintf("%+v", ev)
 }
 
-func (r *run) finishPersist(ok bool) error {
+func (st *steps) finishPersist(ok bool) error {
+	r := st.r
 	a := r.agent
 	p := a.persist
 	a.persist = nil
@@ -144,7 +149,8 @@ func (r *run) finishPersist(ok bool) error {
 
 // advance moves time: the emulator completes attachments, kubelet retries
 // ADDs and DELs that came due, and the agent gets its tick.
-func (r *run) advance(d time.Duration) error {
+func (st *steps) advance(d time.Duration) error {
+	r := st.r
 	r.clk.Advance(d)
 	r.cloud.Tick()
 	var due []string
@@ -178,7 +184,8 @@ func (r *run) advance(d time.Duration) error {
 // crash kills the agent process: each job in flight ran, ran in part, or
 // never started; the write in flight landed or not; every request waiting
 // on it failed, and kubelet will retry.
-func (r *run) crash() {
+func (st *steps) crash() {
+	r := st.r
 	a := r.agent
 	r.trace("CRASH with %d jobs, persist %v", len(a.jobs), a.persist != nil)
 	for _, j := range a.jobs {
@@ -196,7 +203,7 @@ func (r *run) crash() {
 			r.disk = b
 		}
 	}
-	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.settledPlan()
+	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.do.settledPlan()
 	for _, p := range r.pods {
 		if p.req == 0 {
 			continue
@@ -216,12 +223,14 @@ func (r *run) crash() {
 }
 
 // settledPlan says the planner wants nothing of EC2 now.
-func (r *run) settledPlan() bool {
+func (st *steps) settledPlan() bool {
+	r := st.r
 	acts, _ := r.agent.node.Plan(r.clk.Now())
 	return len(acts) == 0
 }
 
-func (r *run) restart() error {
+func (st *steps) restart() error {
+	r := st.r
 	mode := r.rng.IntN(20)
 	keep := false
 	switch {
@@ -249,9 +258,10 @@ func (r *run) restart() error {
 	return nil
 }
 
-func (r *run) toggleFault() {
+func (st *steps) toggleFault() {
+	r := st.r
 	if r.faults && r.rng.IntN(2) == 0 {
-		r.clearFaults()
+		r.do.clearFaults()
 		return
 	}
 	action := faultActions[r.rng.IntN(len(faultActions))]
@@ -262,7 +272,8 @@ func (r *run) toggleFault() {
 	r.trace("fault %s %s %.1f", action, code, rate)
 }
 
-func (r *run) gc() error {
+func (st *steps) gc() error {
+	r := st.r
 	valid := map[ipam.Key]bool{}
 	for _, p := range r.pods {
 		valid[p.key] = true
@@ -272,7 +283,8 @@ func (r *run) gc() error {
 	return r.stepAgent(nodestate.GCRequest{ID: a.nextReq, Network: network, Valid: valid})
 }
 
-func (r *run) clearFaults() {
+func (st *steps) clearFaults() {
+	r := st.r
 	for _, a := range faultActions {
 		r.cloud.SetFault(a, sim.Fault{})
 	}

@@ -81,12 +81,12 @@ func (r *run) quiesce() error {
 				return r.fail("the agent keeps handing out work without time passing: %d jobs, e.g. %s", len(a.jobs), a.jobs[0].Kind)
 			}
 			if a.persist != nil {
-				if err := r.finishPersist(true); err != nil {
+				if err := r.do.finishPersist(true); err != nil {
 					return err
 				}
 			}
 			if len(a.jobs) > 0 {
-				if err := r.runJob(0, false); err != nil {
+				if err := r.do.runJob(0, false); err != nil {
 					return err
 				}
 			}
@@ -94,7 +94,7 @@ func (r *run) quiesce() error {
 		if err := r.check(); err != nil {
 			return err
 		}
-		if err := r.advance(15 * time.Second); err != nil {
+		if err := r.do.advance(15 * time.Second); err != nil {
 			return err
 		}
 	}
@@ -103,12 +103,12 @@ func (r *run) quiesce() error {
 			return r.fail("the agent keeps handing out work without time passing")
 		}
 		if r.agent.persist != nil {
-			if err := r.finishPersist(true); err != nil {
+			if err := r.do.finishPersist(true); err != nil {
 				return err
 			}
 		}
 		if len(r.agent.jobs) > 0 {
-			if err := r.runJob(0, false); err != nil {
+			if err := r.do.runJob(0, false); err != nil {
 				return err
 			}
 		}

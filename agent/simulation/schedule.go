@@ -98,7 +98,13 @@ type run struct {
 	faults  bool
 	// quietCrash says the agent was idle and at its target when it died.
 	quietCrash bool
+	// do takes the schedule's random steps.
+	do steps
 }
+
+// steps are the moves a schedule makes: pods, time, crashes, restarts,
+// faults.
+type steps struct{ r *run }
 
 // Violation is a broken invariant, with the step it broke at.
 type Violation struct {
@@ -116,6 +122,7 @@ func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) err
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &run{ctx: ctx, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x76706e6574)), clk: clock.NewManual(start),
 		host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}, gone: map[ipam.Key]bool{}}
+	r.do.r = r
 	c, err := sim.NewCloud(topo, sim.Options{Now: r.clk.Now, AfterFunc: r.clk.AfterFunc, Seed: int64(seed%(1<<62)) + 1})
 	if err != nil {
 		return err
@@ -130,7 +137,7 @@ func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) err
 		return r.fail("%s", err)
 	}
 	for r.step = 1; r.step <= opts.Steps; r.step++ {
-		if err := r.act(); err != nil {
+		if err := r.do.act(); err != nil {
 			return r.violation(seed, err)
 		}
 		if err := r.check(); err != nil {
@@ -201,7 +208,7 @@ func (r *run) boot() error {
 		// a fault does not last for ever.
 		r.clk.Advance(2 * time.Second)
 		if try == 5 {
-			r.clearFaults()
+			r.do.clearFaults()
 		}
 	}
 	for {

@@ -16,7 +16,7 @@ var (
 	seeds = flag.Int("seeds", 200, "how many seeded schedules TestSimulation runs")
 	first = flag.Uint64("first", 1, "the first seed")
 	seed  = flag.Uint64("seed", 0, "replay this one seed, with a trace of every step under -v")
-	steps = flag.Int("steps", 150, "steps per schedule")
+	stepsFlag = flag.Int("steps", 150, "steps per schedule")
 )
 
 // TestSimulation plays seeded schedules and checks the agent's invariants
@@ -28,7 +28,7 @@ func TestSimulation(t *testing.T) {
 	topo := parseTopology()
 	ctx := context.Background()
 	if *seed != 0 {
-		opts := Options{Steps: *steps, GC: *seed%2 == 0, Trace: func(s string) { t.Log(s) }}
+		opts := Options{Steps: *stepsFlag, GC: *seed%2 == 0, Trace: func(s string) { t.Log(s) }}
 		if err := Run(ctx, topo, *seed, opts); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestSimulation(t *testing.T) {
 				if s >= end {
 					return
 				}
-				if err := Run(ctx, topo, s, Options{Steps: *steps, GC: s%2 == 0}); err != nil {
+				if err := Run(ctx, topo, s, Options{Steps: *stepsFlag, GC: s%2 == 0}); err != nil {
 					mu.Lock()
 					failed = append(failed, err)
 					mu.Unlock()
