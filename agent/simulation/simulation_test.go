@@ -13,9 +13,9 @@ import (
 )
 
 var (
-	seeds = flag.Int("seeds", 200, "how many seeded schedules TestSimulation runs")
-	first = flag.Uint64("first", 1, "the first seed")
-	seed  = flag.Uint64("seed", 0, "replay this one seed, with a trace of every step under -v")
+	seeds     = flag.Int("seeds", 200, "how many seeded schedules TestSimulation runs")
+	first     = flag.Uint64("first", 1, "the first seed")
+	seed      = flag.Uint64("seed", 0, "replay this one seed, with a trace of every step under -v")
 	stepsFlag = flag.Int("steps", 150, "steps per schedule")
 )
 
