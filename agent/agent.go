@@ -70,8 +70,10 @@ type Agent struct {
 	// health is what the owner last published for metrics and readiness
 	// readers that must not wait for it.
 	summary atomic.Pointer[health]
-	// confState says whether the CNI configuration is written (conf*).
+	// confState says whether the CNI configuration is written (conf*);
+	// Run waits for confWG, so a write under way finishes before it returns.
 	confState atomic.Int32
+	confWG    sync.WaitGroup
 
 	// bootp is what start-up learned about the node; set once, before
 	// the owner starts, and read-only afterwards.

@@ -191,7 +191,7 @@ func (pt *views) statusView(ctx context.Context) any {
 		sv.Shortfall = v.Shortfall.String()
 	}
 	for _, act := range v.Planned {
-		sv.Planned = append(sv.Planned, act.String()+": "+act.Reason)
+		sv.Planned = append(sv.Planned, act.String()) // String ends with the reason
 	}
 	if !v.GrowthHeldUntil.IsZero() {
 		until := v.GrowthHeldUntil

@@ -32,6 +32,10 @@ func (pt *ownerLoop) updateReadiness(ctx context.Context, v nodestate.View) {
 		a.ready.set(CondCloud, false, "EC2 unreachable: "+v.LastEC2Err)
 	}
 	switch {
+	case st.Free == 0 && st.Cooling == 0 && v.Growing && a.confState.Load() == confNone:
+		// At start-up, the first addresses are on their way: ready once
+		// they are in hand, so the first pods do not wait for them.
+		a.ready.set(CondAddresses, false, "waiting for EC2 to deliver the first addresses")
 	case st.Free > 0:
 		a.ready.set(CondAddresses, true, fmt.Sprintf("%d addresses free", st.Free))
 	case st.Cooling > 0:
@@ -47,7 +51,11 @@ func (pt *ownerLoop) updateReadiness(ctx context.Context, v nodestate.View) {
 	}
 	ready, _ := a.ready.get()
 	if ready && a.confState.CompareAndSwap(confNone, confWriting) {
-		go a.loop.installConf(ctx)
+		a.confWG.Add(1)
+		go func() {
+			defer a.confWG.Done()
+			a.loop.installConf(ctx)
+		}()
 	}
 	// Only once the configuration is written may the startup taint go:
 	// the node can network its pods.

@@ -22,6 +22,7 @@ import (
 func (a *Agent) Run(ctx context.Context) error {
 	start := a.now()
 	var wg sync.WaitGroup
+	defer a.confWG.Wait()
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

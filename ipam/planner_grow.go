@@ -20,7 +20,9 @@ func (p *planner) grow(want int) Shortfall {
 	}
 	for i := range p.enis {
 		e := &p.enis[i]
-		if p.cfg.CustomNetworking && e.primary() {
+		// With custom networking pods use only ENIs in SubnetID: never
+		// the primary, nor an ENI left in another subnet from before.
+		if p.cfg.CustomNetworking && (e.primary() || e.st.SubnetID != p.cfg.SubnetID) {
 			continue
 		}
 		n := take(p.slots - e.slotsUsed)

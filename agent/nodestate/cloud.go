@@ -210,7 +210,7 @@ func (x *cloudView) adopt(e ENIInfo, now time.Time) error {
 		if have[p] {
 			continue
 		}
-		if e.DeviceIndex == 0 && n.cfg.CustomNetwork && !n.custom.usesPrimaryBlock(p) {
+		if n.custom.offSubnet(e.DeviceIndex, e.SubnetID) && !n.custom.usesPrimaryBlock(p) {
 			unused++
 			continue
 		}
@@ -240,6 +240,17 @@ func (x *cloudView) quarantineRoutedIn(p netip.Prefix, now time.Time) {
 
 // usesPrimaryBlock: with custom networking only primary-ENI blocks that
 // the checkpoint being restored holds are used, until they are free.
+// offSubnet says, with custom networking, whether new pods must not get
+// addresses of an ENI: the primary always, and once the ENIConfig is
+// known, any ENI outside its subnet (left from before the switch).
+func (x *custom) offSubnet(device int, subnetID string) bool {
+	n := x.n
+	if !n.cfg.CustomNetwork {
+		return false
+	}
+	return device == 0 || (n.cloud.eniCfgOK && subnetID != n.cloud.plan.SubnetID)
+}
+
 func (x *custom) usesPrimaryBlock(p netip.Prefix) bool {
 	n := x.n
 	for ip := range n.ckAddrs {

@@ -249,15 +249,17 @@ func (x *planner) freeDevice() (int, bool) {
 }
 
 // dropFreePrimaryBlocks takes out of the pool, with custom networking,
-// blocks of the primary ENI that no pod holds any more, so no new pod is
-// given one. They stay assigned in EC2.
+// the blocks no pod holds any more on ENIs pods must not use (the primary,
+// and ENIs outside the ENIConfig's subnet), so no new pod is given one.
+// They stay assigned in EC2; an ENI left empty is the planner's to detach.
 func (x *custom) dropFreePrimaryBlocks(now time.Time) {
 	n := x.n
 	if !n.cfg.CustomNetwork {
 		return
 	}
 	for _, es := range n.pool.Stats(now).ENIs {
-		if es.DeviceIndex != 0 {
+		e, _ := n.pool.ENI(es.ID)
+		if !x.offSubnet(es.DeviceIndex, e.SubnetID) {
 			continue
 		}
 		for _, b := range es.Blocks {
@@ -265,7 +267,7 @@ func (x *custom) dropFreePrimaryBlocks(now time.Time) {
 				continue
 			}
 			if err := n.pool.RemoveBlock(b.Prefix, now); err == nil {
-				n.log.Info("custom networking: address on the primary ENI no longer used for pods", "block", b.Prefix.String())
+				n.log.Info("custom networking: address outside the ENIConfig's subnet no longer used for pods", "eni", es.ID, "block", b.Prefix.String())
 			}
 		}
 	}

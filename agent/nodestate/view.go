@@ -47,6 +47,13 @@ type View struct {
 	InFlight int
 	// PendingDOT lists ENIs of the pool without DeleteOnTermination.
 	PendingDOT []string
+	// Growing says EC2 is being asked for more addresses right now.
+	Growing bool
+}
+
+// growing says an assign or attach is under way.
+func (n *Node) growing() bool {
+	return len(n.cloud.attaching) > 0 || n.jobs.running(func(j Job) bool { return j.Kind == JobAction && isGrowth(j.Action) })
 }
 
 // View copies the machine's state at now.
@@ -116,6 +123,7 @@ func (n *Node) Summary(now time.Time) View {
 		Reclaimed:   n.host.reclaimed,
 		Attaching:   len(n.cloud.attaching),
 		InFlight:    len(n.jobs.inFlight),
+		Growing:     n.growing(),
 		Quarantined: quarantinedAddrs(n.host.quarantined),
 		Stale:       slices.Clone(n.stale),
 		ENIConfigOK: n.cloud.eniCfgOK,
