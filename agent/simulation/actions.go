@@ -152,6 +152,7 @@ func (st *steps) finishPersist(ok bool) error {
 func (st *steps) advance(d time.Duration) error {
 	r := st.r
 	r.clk.Advance(d)
+	r.clockMoves++
 	r.cloud.Tick()
 	var due []string
 	for name, p := range r.pods {

@@ -11,18 +11,9 @@ import (
 
 // check runs the invariants that hold after every step.
 func (r *run) check() error {
-	ifs, err := r.cloud.Interfaces(instanceID)
+	onNode, err := r.ec2Addrs()
 	if err != nil {
 		return err
-	}
-	onNode := map[string]bool{}
-	for _, i := range ifs {
-		if i.Status != "in-use" {
-			continue
-		}
-		for _, a := range i.Addresses[1:] {
-			onNode[a.String()] = true
-		}
 	}
 	for name, p := range r.pods {
 		if p.state == podAdding {
@@ -94,7 +85,7 @@ func (r *run) quiesce() error {
 		if err := r.check(); err != nil {
 			return err
 		}
-		if err := r.do.advance(15 * time.Second); err != nil {
+		if err := r.do.advance(30 * time.Second); err != nil {
 			return err
 		}
 	}
@@ -157,4 +148,30 @@ func (r *run) settled() error {
 		}
 	}
 	return nil
+}
+
+// ec2Addrs is the set of secondary addresses on ENIs EC2 shows in use on
+// the node. EC2 changes only through a request or the clock moving, so
+// the set is read again only after one of those.
+func (r *run) ec2Addrs() (map[string]bool, error) {
+	gen := r.tr.total() + r.clockMoves
+	if r.onNode != nil && gen == r.onNodeGen {
+		return r.onNode, nil
+	}
+	ifs, err := r.cloud.Interfaces(instanceID)
+	if err != nil {
+		return nil, err
+	}
+	onNode := map[string]bool{}
+	for _, i := range ifs {
+		if i.Status != "in-use" {
+			continue
+		}
+		for _, a := range i.Addresses[1:] {
+			onNode[a.String()] = true
+		}
+	}
+	// Interfaces itself is a read, not a request through the transport.
+	r.onNode, r.onNodeGen = onNode, gen
+	return onNode, nil
 }

@@ -100,6 +100,11 @@ type run struct {
 	quietCrash bool
 	// do takes the schedule's random steps.
 	do steps
+	// clockMoves counts clock advances; with the transport's request
+	// count it says when EC2 may have changed (ec2Addrs).
+	clockMoves int
+	onNode     map[string]bool
+	onNodeGen  int
 }
 
 // steps are the moves a schedule makes: pods, time, crashes, restarts,
@@ -207,6 +212,7 @@ func (r *run) boot() error {
 		// vpcnetd retries until EC2 answers; time passes meanwhile, and
 		// a fault does not last for ever.
 		r.clk.Advance(2 * time.Second)
+		r.clockMoves++
 		if try == 5 {
 			r.do.clearFaults()
 		}

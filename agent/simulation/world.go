@@ -42,6 +42,7 @@ type transport struct {
 	// mutations counts mutating calls the agent made.
 	mutations int
 	calls     map[string]int
+	requests  int
 	// lieNext makes the next mutating call report a 500 after EC2 did it.
 	lieNext bool
 	// budget, when >= 0, is how many more calls may reach EC2 before the
@@ -78,6 +79,7 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		t.mutations++
 	}
 	t.calls[action]++
+	t.requests++
 	t.mu.Unlock()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r.WithContext(r.Context()))
@@ -96,6 +98,13 @@ func (t *transport) mutationCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.mutations
+}
+
+// total counts every request that reached the emulator.
+func (t *transport) total() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.requests
 }
 
 func (t *transport) setBudget(n int) {
