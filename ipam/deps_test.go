@@ -1,9 +1,9 @@
 package ipam_test
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/vpcnet/vpcnet/internal/depcheck"
 )
 
 // TestDeps keeps package ipam a deterministic core that anyone can test,
@@ -31,42 +31,5 @@ func TestDeps(t *testing.T) {
 		"os":      "no files, environment or process state; the checkpoint and config are read by the agent",
 		"syscall": "no system calls",
 	}
-
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("TestDeps needs the go command on PATH: %v", err)
-	}
-	deps := goList(t, goTool, "-deps", "-f", "{{.ImportPath}}")
-	imports := goList(t, goTool, "-f", "{{join .Imports \"\\n\"}}")
-
-	for _, dep := range deps {
-		if why, bad := badDeps[dep]; bad {
-			t.Errorf("package ipam depends on %s: %s", dep, why)
-		}
-		for prefix, why := range badPrefixes {
-			if strings.HasPrefix(dep, prefix) {
-				t.Errorf("package ipam depends on %s: %s", dep, why)
-			}
-		}
-	}
-	for _, imp := range imports {
-		if why, bad := badImports[imp]; bad {
-			t.Errorf("package ipam imports %s: %s", imp, why)
-		}
-	}
-	if len(deps) == 0 || len(imports) == 0 {
-		t.Fatalf("go list found %d dependencies and %d imports; it did not list the package", len(deps), len(imports))
-	}
-}
-
-// goList runs go list on package ipam (not its tests, whose imports are
-// free) and returns the words it prints.
-func goList(t *testing.T, goTool string, args ...string) []string {
-	t.Helper()
-	args = append(append([]string{"list"}, args...), "github.com/vpcnet/vpcnet/ipam")
-	out, err := exec.Command(goTool, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.Fields(string(out))
+	depcheck.Check(t, "github.com/vpcnet/vpcnet/ipam", depcheck.Rules{Deps: badDeps, Prefixes: badPrefixes, Imports: badImports})
 }
