@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 )
 
@@ -102,10 +103,9 @@ type Options struct {
 	// deleted (not for ENIs someone else deleted first), for example to
 	// emit a Kubernetes Event. It runs inside Scan and must not call Scan.
 	OnCollected func(cloud.ENI)
-	// Now is the clock that ages ENIs. Nil means time.Now.
-	Now func() time.Time
-	// After waits between scans in Run. Nil means time.After.
-	After func(time.Duration) <-chan time.Time
+	// Clock ages ENIs and spaces out scans: the agent's one clock. Nil
+	// means the wall clock.
+	Clock clock.Clock
 	// Logger receives one line per delete and per scan. Nil discards.
 	Logger *slog.Logger
 	// Registerer receives the vpcnet_leaked_eni* metrics. Nil means they
@@ -125,8 +125,7 @@ type Collector struct {
 	limiter     Limiter
 	maxPerScan  int
 	onCollected func(cloud.ENI)
-	now         func() time.Time
-	after       func(time.Duration) <-chan time.Time
+	clk         clock.Clock
 	log         *slog.Logger
 	metrics     *metrics
 
@@ -159,8 +158,7 @@ func New(o Options) (*Collector, error) {
 		limiter:     o.DeleteLimiter,
 		maxPerScan:  o.MaxPerScan,
 		onCollected: o.OnCollected,
-		now:         o.Now,
-		after:       o.After,
+		clk:         o.Clock,
 		log:         o.Logger,
 		metrics:     m,
 		rng:         o.Rand,
@@ -204,11 +202,8 @@ func withDefaults(o Options) (Options, error) {
 	if o.MaxPerScan == 0 {
 		o.MaxPerScan = DefaultMaxPerScan
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.After == nil {
-		o.After = time.After
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -166,7 +166,7 @@ func newTestCollector(t *testing.T, fc *fakeCloud, edit func(*Options)) (*Collec
 		ClusterName:   cluster,
 		InstanceID:    self,
 		DeleteLimiter: countingLimiter{fc.trace},
-		Now:           func() time.Time { return now },
+		Clock:         testClock{},
 		Logger:        slog.New(slog.DiscardHandler),
 		Registerer:    reg,
 	}
@@ -252,4 +252,17 @@ func (r *records) matching(substr string) []record {
 		}
 	}
 	return out
+}
+
+// testClock reads the tests' fixed now and hands each wait to wait, which
+// says whether it fires at once; nil wait never fires.
+type testClock struct{ wait func(d time.Duration) bool }
+
+func (testClock) Now() time.Time { return now }
+
+func (c testClock) AfterFunc(d time.Duration, f func()) func() bool {
+	if c.wait != nil && c.wait(d) {
+		f()
+	}
+	return func() bool { return false }
 }

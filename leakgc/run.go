@@ -2,6 +2,7 @@ package leakgc
 
 import (
 	"context"
+	"github.com/vpcnet/vpcnet/clock"
 	"time"
 )
 
@@ -12,10 +13,12 @@ func (c *Collector) Run(ctx context.Context) {
 	delay := c.firstDelay()
 	for {
 		c.log.Debug("next leaked ENI scan", "in", delay.String())
+		tick, stop := clock.After(c.clk, delay)
 		select {
 		case <-ctx.Done():
+			stop()
 			return
-		case <-c.after(delay):
+		case <-tick:
 		}
 		res, err := c.Scan(ctx)
 		if ctx.Err() != nil {

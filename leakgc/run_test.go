@@ -22,16 +22,14 @@ func runDelays(t *testing.T, n int, edit func(*Options)) ([]time.Duration, int) 
 	var delays []time.Duration
 	c, _ := newTestCollector(t, fc, func(o *Options) {
 		o.Interval = 30 * time.Minute
-		o.After = func(d time.Duration) <-chan time.Time {
+		o.Clock = testClock{wait: func(d time.Duration) bool {
 			delays = append(delays, d)
-			ch := make(chan time.Time, 1)
 			if len(delays) == n {
 				cancel()
-				return ch // never fires
+				return false // never fires
 			}
-			ch <- now.Add(d)
-			return ch
-		}
+			return true
+		}}
 		if edit != nil {
 			edit(o)
 		}
@@ -102,15 +100,13 @@ func TestRunKeepsScanningAfterAFailedScan(t *testing.T) {
 	var waits int
 	c, reg := newTestCollector(t, fc, func(o *Options) {
 		o.Logger = slog.New(logs)
-		o.After = func(time.Duration) <-chan time.Time {
-			ch := make(chan time.Time, 1)
+		o.Clock = testClock{wait: func(time.Duration) bool {
 			if waits++; waits == 4 {
 				cancel()
-				return ch
+				return false
 			}
-			ch <- now
-			return ch
-		}
+			return true
+		}}
 	})
 	c.Run(ctx)
 	if len(fc.filters) != 3 {
@@ -129,7 +125,7 @@ func TestRunReturnsWhenContextEnds(t *testing.T) {
 	fc := newFakeCloud()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, _ := newTestCollector(t, fc, func(o *Options) {
-		o.After = func(time.Duration) <-chan time.Time { return make(chan time.Time) }
+		o.Clock = testClock{} // no wait ever fires
 	})
 	done := make(chan struct{})
 	go func() {

@@ -65,7 +65,7 @@ func (c *Collector) Scan(ctx context.Context) (Result, error) {
 		}
 		return Result{}, fmt.Errorf("leaked ENI scan: %w", err)
 	}
-	now := c.now()
+	now := c.clk.Now()
 	res, leaked := c.sort(enis, now)
 	c.metrics.seen.Set(float64(res.Seen))
 	c.metrics.lastScan.Set(float64(now.UnixNano()) / 1e9)

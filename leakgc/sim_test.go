@@ -110,7 +110,7 @@ func (w *world) collector(c *cloud.Client, instance, cluster string, collected *
 		ClusterName:   cluster,
 		InstanceID:    instance,
 		DeleteLimiter: rate.NewLimiter(rate.Inf, 1),
-		Now:           w.clock.Now,
+		Clock:         w.clock,
 		Logger:        slog.New(slog.DiscardHandler),
 		Registerer:    prometheus.NewRegistry(),
 		OnCollected:   func(e cloud.ENI) { *collected = append(*collected, e.ID) },
@@ -290,7 +290,7 @@ func TestSimLeakDeletedByAnotherNodeFirstIsFine(t *testing.T) {
 	}
 	gcSecond, err := leakgc.New(leakgc.Options{
 		Cloud: slow, ClusterName: "prod", InstanceID: "i-node2",
-		DeleteLimiter: rate.NewLimiter(rate.Inf, 1), Now: w.clock.Now,
+		DeleteLimiter: rate.NewLimiter(rate.Inf, 1), Clock: w.clock,
 		OnCollected: func(e cloud.ENI) { second = append(second, e.ID) },
 	})
 	if err != nil {
@@ -325,7 +325,7 @@ func TestSimLeakAttachedBeforeTheDeleteIsLeftAlone(t *testing.T) {
 	}
 	gc, err := leakgc.New(leakgc.Options{
 		Cloud: r, ClusterName: "prod", InstanceID: "i-node1",
-		DeleteLimiter: rate.NewLimiter(rate.Inf, 1), Now: w.clock.Now,
+		DeleteLimiter: rate.NewLimiter(rate.Inf, 1), Clock: w.clock,
 		OnCollected: func(e cloud.ENI) { collected = append(collected, e.ID) },
 	})
 	if err != nil {
