@@ -321,18 +321,8 @@ func (x *Executor) confirmAttached(ctx context.Context, eniID string) (cloud.ENI
 func (x *Executor) release(ctx context.Context, job nodestate.Job) nodestate.ActionResult {
 	act := job.Action
 	res := nodestate.ActionResult{JobID: job.ID}
-	eni, err := x.confirmAttached(ctx, act.ENIID)
-	if errors.Is(err, errNotAttached) {
-		res.Skipped = true
-		return res
-	}
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	routed, err := x.Host.PodAddrs(ctx)
-	if err != nil {
-		res.Err = fmt.Errorf("read host pod routes before release: %w", err)
+	eni, routed, ok := x.beforeShrink(ctx, act.ENIID, "release", &res)
+	if !ok {
 		return res
 	}
 	onENI := blocksOf(eni)
@@ -359,6 +349,27 @@ func (x *Executor) release(ctx context.Context, job nodestate.Job) nodestate.Act
 	}
 	res.Blocks = append(res.Blocks, give...)
 	return res
+}
+
+// beforeShrink is what every release and detach checks first: EC2 says
+// the ENI is attached here, and the host's pod routes, read right now.
+// When it says no, res says why (declined, or the error).
+func (x *Executor) beforeShrink(ctx context.Context, eniID, what string, res *nodestate.ActionResult) (cloud.ENI, []nodestate.Route, bool) {
+	eni, err := x.confirmAttached(ctx, eniID)
+	if errors.Is(err, errNotAttached) {
+		res.Skipped = true
+		return cloud.ENI{}, nil, false
+	}
+	if err != nil {
+		res.Err = err
+		return cloud.ENI{}, nil, false
+	}
+	routed, err := x.Host.PodAddrs(ctx)
+	if err != nil {
+		res.Err = fmt.Errorf("read host pod routes before %s of %s: %w", what, eniID, err)
+		return cloud.ENI{}, nil, false
+	}
+	return eni, routed, true
 }
 
 func (x *Executor) unassign(ctx context.Context, eniID string, blocks []netip.Prefix) error {
@@ -391,18 +402,8 @@ func routesInto(routed []nodestate.Route, b netip.Prefix) bool {
 // blocks. Deleting it is a later job, once EC2 says it is available.
 func (x *Executor) detach(ctx context.Context, job nodestate.Job) nodestate.ActionResult {
 	res := nodestate.ActionResult{JobID: job.ID}
-	eni, err := x.confirmAttached(ctx, job.Action.ENIID)
-	if errors.Is(err, errNotAttached) {
-		res.Skipped = true
-		return res
-	}
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	routed, err := x.Host.PodAddrs(ctx)
-	if err != nil {
-		res.Err = fmt.Errorf("read host pod routes before detach: %w", err)
+	eni, routed, ok := x.beforeShrink(ctx, job.Action.ENIID, "detach", &res)
+	if !ok {
 		return res
 	}
 	for _, b := range blocksOf(eni) {

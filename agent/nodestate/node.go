@@ -209,9 +209,8 @@ func (n *Node) wake() time.Time {
 	earliest(n.cloud.nextResync)
 	earliest(n.reqs.nextDeadline())
 	earliest(n.jobs.nextScheduled())
-	if n.reqs.waiting() > 0 || n.pool.Stats(n.last).Cooling > 0 {
-		earliest(n.pool.Stats(n.last).NextFree)
-	}
+	// NextFree is zero when nothing cools; one Stats per Ready.
+	earliest(n.pool.Stats(n.last).NextFree)
 	if n.cloud.grow.blocked(n.last) {
 		earliest(n.cloud.grow.until)
 	}

@@ -77,7 +77,7 @@ func TestAddsThatTimedOutStillCountAsDemand(t *testing.T) {
 	n.Step(t0, ActionResult{JobID: attach.ID, ENIID: "eni-new", AttachmentID: "att-new", DeleteOnTermination: true})
 	later := t0.Add(15 * time.Second) // past AddWait: the waiting Adds fail
 	n.Step(later, Tick{})
-	_, replies := drain(t, n, later)
+	jobs, replies := drain(t, n, later)
 	failed := 0
 	for _, r := range replies {
 		if IsNoAddress(r.Err) {
@@ -94,7 +94,14 @@ func TestAddsThatTimedOutStillCountAsDemand(t *testing.T) {
 	info := ENIInfo{ID: "eni-new", DeviceIndex: 1, SubnetID: "subnet-a", SubnetCIDR: netip.MustParsePrefix("10.0.0.0/24"),
 		PrimaryIP: netip.MustParseAddr("10.0.0.9"), AttachmentID: "att-new", DeleteOnTermination: true, CreatedAt: t0,
 		Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.10/32"), netip.MustParsePrefix("10.0.0.11/32")}}
-	n.Step(later, AttachResult{JobID: 0, ENI: info})
+	confirm, ok := find(jobs, func(j Job) bool { return j.Kind == JobConfirmAttach && j.ENIID == "eni-new" })
+	if !ok {
+		t.Fatalf("no confirm-attach job for the new ENI; jobs %v", jobs)
+	}
+	n.Step(later, AttachResult{JobID: confirm.ID, ENI: info})
+	if v := n.View(later); v.Stats.Total != 4 {
+		t.Fatalf("the attached ENI's addresses are not in the pool: %s", v.Stats)
+	}
 	if acts, _ := n.Plan(later); len(acts) > 0 && (acts[0].Kind == ipam.DetachENI || acts[0].Kind == ipam.ReleaseBlocks) {
 		t.Fatalf("with remembered demand the planner shrinks: %v", acts)
 	}

@@ -211,9 +211,11 @@ func (x *requests) release(key ipam.Key, why string, reply func(as ipam.Assignme
 	n.dur.after(r, func(out *Reply, ok bool) {
 		delete(n.dur.releasing, key)
 		if !ok {
-			n.dur.changed() // the key is back in what must be written
+			// The key is back in what must be written; the reply carries
+			// the write's own error (onPersisted adds it).
+			n.dur.changed()
 			if reply != nil {
-				*out = reply(as, false, errors.New("release not recorded"))
+				*out = reply(as, false, nil)
 			}
 			return
 		}

@@ -18,8 +18,8 @@ import (
 	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/cloud"
-	"github.com/vpcnet/vpcnet/dataplane"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/netfacts"
 	"github.com/vpcnet/vpcnet/sim"
 )
 
@@ -157,7 +157,7 @@ func (h *host) PodAddrs(context.Context) ([]nodestate.Route, error) {
 }
 
 // hostVeth is the Amazon VPC CNI's host veth name of a pod.
-func hostVeth(p ipam.Pod) string { return dataplane.HostVethName("eni", p.Namespace, p.Name) }
+func hostVeth(p ipam.Pod) string { return netfacts.HostVethName("eni", p.Namespace, p.Name) }
 
 // topology is the simulated node: a small instance type so ENIs attach and
 // detach often, a subnet small enough to run out.
