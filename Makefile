@@ -83,12 +83,20 @@ generate:
 # network namespaces) plus the Go micro-benchmarks, and rewrites the
 # generated sections of BENCHMARKS.md. The JSON record goes to standard
 # output after the tables. BENCH_FLAGS adds driver flags, e.g.
-# BENCH_FLAGS='--profile /tmp/prof' for CPU profiles.
+# BENCH_FLAGS='--profile /tmp/prof' for CPU profiles. BASELINE=REV builds
+# vpcnetd and vpcnet of that git revision too, and the concurrent scenario
+# runs them side by side with this tree's (issue 11's before and after).
 bench:
 	@bin=$$(mktemp -d /tmp/vpcnet-bench-bin.XXXXXX) && trap 'rm -rf "$$bin"' EXIT INT TERM && \
 	CGO_ENABLED=0 $(GO) build -o "$$bin/" ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-bench && \
 	GOBIN="$$bin" CGO_ENABLED=0 $(GO) install github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 && \
-	"$$bin/vpcnet-bench" --bin "$$bin" --command "make bench" --markdown BENCHMARKS.md $(BENCH_FLAGS)
+	baseline= && if [ -n "$(BASELINE)" ]; then \
+		mkdir "$$bin/src" "$$bin/baseline" && git archive "$(BASELINE)" | tar -x -C "$$bin/src" && \
+		(cd "$$bin/src" && CGO_ENABLED=0 $(GO) build -o "$$bin/baseline/" ./cmd/vpcnetd ./cmd/vpcnet) && \
+		cp "$$bin/portmap" "$$bin/baseline/" && \
+		baseline="--baseline-bin $$bin/baseline --baseline-label $(BASELINE)"; \
+	fi && \
+	"$$bin/vpcnet-bench" --bin "$$bin" --command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" --markdown BENCHMARKS.md $$baseline $(BENCH_FLAGS)
 
 # build-sim puts the binaries a node runs, and vpcnetctl, into bin/.
 build-sim:

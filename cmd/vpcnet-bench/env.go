@@ -44,6 +44,7 @@ type clusterSpec struct {
 	attachDelay  time.Duration
 	imdsLag      time.Duration
 	env          []string // agent settings, KEY=VALUE
+	bin          string   // where vpcnetd and vpcnet are; empty: --bin
 }
 
 // node is a started one-node cluster.
@@ -67,9 +68,13 @@ func (b *bench) startNode(ctx context.Context, spec clusterSpec) (*node, error) 
 		return nil, err
 	}
 	prefix := b.prefix + spec.name + "-"
+	bin := spec.bin
+	if bin == "" {
+		bin = b.opts.bin
+	}
 	started := time.Now()
 	c, err := simcluster.Start(ctx, simcluster.Options{
-		Topology: topo, BinDir: b.opts.bin, StateDir: dir, Prefix: prefix,
+		Topology: topo, BinDir: bin, StateDir: dir, Prefix: prefix,
 		AgentEnv: spec.env, Logger: b.log.With("scenario", spec.name),
 	})
 	if err != nil {

@@ -44,6 +44,10 @@ type options struct {
 	verbose   bool
 	keep      bool   // keep the scratch directory: agent and plugin logs
 	profile   string // write CPU profiles (perf, as pprof) here
+	// baseline holds vpcnetd and vpcnet of an older build that the
+	// concurrent scenario runs side by side with this tree's.
+	baseline      string
+	baselineLabel string
 }
 
 // scenario is one benchmark; run fills res and returns what stopped it.
@@ -59,6 +63,7 @@ var scenarios = []scenario{
 	{"idle", (*bench).idle},
 	{"footprint", (*bench).footprint},
 	{"micro", (*bench).micro},
+	{"concurrent", (*bench).concurrent},
 }
 
 func main() {
@@ -75,6 +80,8 @@ func main() {
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
 	flag.StringVar(&o.command, "command", "", "the command to show in the Markdown as having produced it (default: this command line)")
 	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of every process, taken with Linux perf during the measured part of warm, burst and footprint, as pprof files in this directory")
+	flag.StringVar(&o.baseline, "baseline-bin", "", "directory holding vpcnetd and vpcnet of an older build, compared side by side in the concurrent scenario")
+	flag.StringVar(&o.baselineLabel, "baseline-label", "baseline", "what the concurrent scenario's table calls the --baseline-bin build (e.g. its commit)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory with the agents' and plugin's logs, and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "log progress of the local cloud to standard error")
 	flag.Usage = func() {
@@ -140,6 +147,13 @@ func (o options) check(todo []scenario) error {
 	for _, b := range []string{"vpcnetd", "vpcnet", "portmap"} {
 		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
 			return fmt.Errorf("--bin %s: %w", o.bin, err)
+		}
+	}
+	if o.baseline != "" {
+		for _, b := range []string{"vpcnetd", "vpcnet"} {
+			if _, err := os.Stat(filepath.Join(o.baseline, b)); err != nil {
+				return fmt.Errorf("--baseline-bin %s: %w", o.baseline, err)
+			}
 		}
 	}
 	if o.n < 1 || o.burst < 1 || o.burstRuns < 1 || o.churn < 1 || o.churnRate <= 0 {
