@@ -167,18 +167,34 @@ func (c *Cloud) Close() {
 // cloud's clock, publishing its events. Tests with a fake clock call it
 // after moving the clock; API calls and IMDS reads do the same implicitly.
 func (c *Cloud) Tick() {
-	c.update(func(time.Time) error { return nil })
+	c.read(func(time.Time) error { return nil })
 }
 
 // update runs fn on the model under the lock, after completing due
 // transitions, then records what IMDS will show and re-arms the timer.
 func (c *Cloud) update(fn func(now time.Time) error) error {
+	return c.apply(fn, true)
+}
+
+// read is update for fn that only reads the model: IMDS history is
+// recorded only when a due transition changed the model. Rendering every
+// instance's metadata after every Describe was most of the emulator's
+// cost in the agent's simulation.
+func (c *Cloud) read(fn func(now time.Time) error) error {
+	return c.apply(fn, false)
+}
+
+func (c *Cloud) apply(fn func(now time.Time) error, mutates bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	c.settleLocked(now)
+	if c.settleLocked(now) {
+		c.recordIMDSLocked(now) // so that fn, an IMDS read say, sees the present
+	}
 	err := fn(now)
-	c.recordIMDSLocked(now)
+	if mutates {
+		c.recordIMDSLocked(now)
+	}
 	c.scheduleLocked(now)
 	return err
 }

@@ -52,12 +52,11 @@ func (h *imdsHistory) prune(cutoff time.Time) imdsEntry {
 // within the lag of launch). Older history is dropped.
 func (c *Cloud) imdsFiles(id string) (map[string]string, bool) {
 	var files map[string]string
-	c.update(func(now time.Time) error {
+	c.read(func(now time.Time) error {
 		in, ok := c.instances[id]
 		if !ok {
 			return nil
 		}
-		c.recordIMDSLocked(now) // make the present part of history first
 		files = in.imds.prune(now.Add(-c.imdsLag)).files
 		return nil
 	})
