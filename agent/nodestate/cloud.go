@@ -356,8 +356,11 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		n.results.grown(ev.Err, now)
 		if ev.Err != nil {
 			// EC2 may have attached it anyway (a timeout, a 5xx after the
-			// fact): read EC2 soon so such an ENI is adopted.
+			// fact): read EC2 soon so such an ENI is adopted, and until
+			// then count its device index as taken, or the next attach
+			// aims at the same index and fails for it.
 			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			n.cloud.devices[j.Device] = true
 			return
 		}
 		n.cloud.attaching[ev.ENIID] = &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll}
