@@ -21,7 +21,11 @@ const (
 	maxDOTRetry         = 30 * time.Second
 	deleteTries         = 12
 	deleteRetry         = 5 * time.Second
-	maxInFlightAttaches = 4
+	// maxInFlightAttaches bounds the attachments one node has under way:
+	// a burst's attachments start together (burst.go), paced by the EC2
+	// client's token buckets, and eight covers every ENI of most
+	// instance types.
+	maxInFlightAttaches = 8
 )
 
 // ErrorClass is what the machine needs to know about an EC2 error; the
@@ -442,6 +446,7 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		if err := n.cloud.adopt(ev.ENI, now); err != nil {
 			n.log.Error("attached ENI not taken into the pool", "eni", j.ENIID, "err", err)
 		}
+		n.burst.attachTook = now.Sub(at.since)
 		delete(n.cloud.attaching, j.ENIID)
 		return
 	}

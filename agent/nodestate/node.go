@@ -54,6 +54,7 @@ type Node struct {
 	planner planner
 	results results
 	custom  custom
+	burst   burst
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool

@@ -92,6 +92,7 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod, deadline: now.Add(n.cfg.AddWait)})
+	n.burst.waited(now)
 }
 
 // tryAssign gives key an address if one is free; the reply waits for the

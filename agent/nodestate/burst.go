@@ -1,0 +1,61 @@
+package nodestate
+
+import (
+	"math"
+	"time"
+)
+
+// A burst of pods (a Deployment scaled up, a node filled by the
+// scheduler) reaches the agent as Adds spread over a few seconds: the
+// runtime starts one plugin process per pod. Growing the pool only for
+// the Adds already waiting starts one attachment, then another a second
+// later for the next wave, and the last pod waits for the last
+// attachment: up to twice the attach delay. The machine instead counts
+// the Adds it expects within one attach delay at the rate they have been
+// arriving, and starts every attachment for them at once.
+const (
+	// arrivalWindow is how far back the arrival rate is measured.
+	arrivalWindow = time.Second
+	// attachGuess stands for the attach delay until one was observed:
+	// EC2 takes seconds to attach an ENI.
+	attachGuess = 5 * time.Second
+)
+
+type burst struct {
+	// arrivals are when Adds that found no free address came, within
+	// arrivalWindow.
+	arrivals []time.Time
+	// attachTook is the last attachment's duration, from EC2's answer
+	// to the attach to the ENI being seen attached.
+	attachTook time.Duration
+}
+
+// waited records an Add that found the pool empty.
+func (b *burst) waited(now time.Time) {
+	b.prune(now)
+	b.arrivals = append(b.arrivals, now)
+}
+
+func (b *burst) prune(now time.Time) {
+	i := 0
+	for i < len(b.arrivals) && now.Sub(b.arrivals[i]) > arrivalWindow {
+		i++
+	}
+	b.arrivals = b.arrivals[i:]
+}
+
+// anticipated is how many more Adds are expected before an attachment
+// started now lands, while Adds are waiting: none when none wait, since
+// then the pool keeps up and its warm targets are enough.
+func (b *burst) anticipated(now time.Time, waiting int) int {
+	if waiting == 0 {
+		return 0
+	}
+	b.prune(now)
+	d := b.attachTook
+	if d <= 0 {
+		d = attachGuess
+	}
+	rate := float64(len(b.arrivals)) / arrivalWindow.Seconds()
+	return int(math.Ceil(rate * d.Seconds()))
+}

@@ -1,0 +1,68 @@
+package nodestate
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// Issue 16, "start every attachment a burst needs as soon as the first
+// ADD waits": one Add waiting at the rate of a burst means more are on
+// their way, and every attachment they will need starts at once instead
+// of one per wave.
+func TestABurstStartsTheAttachmentsItWillNeedAtOnce(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits = ipam.Limits{MaxENIs: 4, IPv4PerENI: 3} // 2 pod addresses per ENI
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	var jobs []Job
+	for i := range 3 { // the primary's 2 addresses, then one Add waits
+		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}})
+		js, _ := drain(t, n, t0)
+		jobs = append(jobs, js...)
+	}
+	attaches := 0
+	for _, j := range jobs {
+		if isAttach(j) {
+			attaches++
+		}
+	}
+	// One Add in the last second, over a 5 s attach delay guessed: 5 more
+	// expected, 3 ENIs, all the instance has left.
+	if attaches != 3 {
+		t.Fatalf("%d attachments started for a burst; want the 3 the expected Adds need, at once", attaches)
+	}
+}
+
+func TestBurstAnticipation(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tests := []struct {
+		name     string
+		arrivals []int // ms after t0
+		took     time.Duration
+		now      int
+		waiting  int
+		want     int
+	}{
+		{"nothing waits: the pool keeps up", []int{0, 100, 200}, 0, 300, 0, 0},
+		{"rate times the guessed attach delay", []int{0, 100, 200}, 0, 300, 3, 15},
+		{"rate times the attach delay last seen", []int{0, 100, 200}, 2 * time.Second, 300, 3, 6},
+		{"arrivals older than the window do not count", []int{0, 100, 1500}, 0, 1600, 1, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := burst{attachTook: tt.took}
+			for _, ms := range tt.arrivals {
+				b.waited(at(ms))
+			}
+			if got := b.anticipated(at(tt.now), tt.waiting); got != tt.want {
+				t.Fatalf("anticipated %d Adds, want %d", got, tt.want)
+			}
+		})
+	}
+}
