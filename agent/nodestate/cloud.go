@@ -17,10 +17,10 @@ const (
 	// resyncSoon is how soon EC2 is read again after an action whose
 	// outcome is unknown (an attach that reported failure may have
 	// happened), so such an ENI is adopted and gets DeleteOnTermination.
-	resyncSoon          = 5 * time.Second
-	maxDOTRetry         = 30 * time.Second
-	deleteTries         = 12
-	deleteRetry         = 5 * time.Second
+	resyncSoon  = 5 * time.Second
+	maxDOTRetry = 30 * time.Second
+	deleteTries = 12
+	deleteRetry = 5 * time.Second
 	// maxInFlightAttaches bounds the attachments one node has under way:
 	// a burst's attachments start together (burst.go), paced by the EC2
 	// client's token buckets, and eight covers every ENI of most
