@@ -52,7 +52,8 @@ type View struct {
 }
 
 // growing says an assign or attach is under way.
-func (n *Node) growing() bool {
+func (x *planner) growing() bool {
+	n := x.n
 	return len(n.cloud.attaching) > 0 || n.jobs.running(func(j Job) bool { return j.Kind == JobAction && isGrowth(j.Action) })
 }
 
@@ -123,7 +124,7 @@ func (n *Node) Summary(now time.Time) View {
 		Reclaimed:   n.host.reclaimed,
 		Attaching:   len(n.cloud.attaching),
 		InFlight:    len(n.jobs.inFlight),
-		Growing:     n.growing(),
+		Growing:     n.planner.growing(),
 		Quarantined: quarantinedAddrs(n.host.quarantined),
 		Stale:       slices.Clone(n.stale),
 		ENIConfigOK: n.cloud.eniCfgOK,
