@@ -191,18 +191,18 @@ func (a *arm) sequential(ctx context.Context, c int) error {
 func concurrentReport(res *Result, arms []*arm, rounds, sequential int) {
 	t := Table{
 		Title:  fmt.Sprintf("%d ADDs at once on a warm pool, then %d DELs at once: %d rounds per build, alternating", concurrentPods, concurrentPods, rounds),
-		Header: []string{"build", "ADDs/s (median of rounds)", "ADD p50", "ADD p99", "DEL p50", "DEL p99", "agent ADD mean", "checkpoint writes per ADD or DEL", "warm ADD p50", "warm ADD p99", "agent RSS", "agent peak RSS"},
+		Header: []string{"build", "ADDs/s (median of rounds)", "ADD p50", "ADD p99", "DEL p50", "DEL p99", "agent ADD mean", "checkpoint writes per ADD or DEL", "warm ADD p50", "warm ADD p99", "agent RSS", "of which anonymous", "agent peak RSS"},
 	}
-	type row struct{ rate, addP50, addP99, delP50, delP99, handler, writes, wP50, wP99, rss, hwm float64 }
+	type row struct{ rate, addP50, addP99, delP50, delP99, handler, writes, wP50, wP99, rss, anon, hwm float64 }
 	rows := make([]row, len(arms))
 	for i, a := range arms {
 		rate, add, del, w := Summarize(a.rate), Summarize(ms(a.add)), Summarize(ms(a.del)), Summarize(ms(a.warmAdd))
 		handler := 1000 * ratio(a.agent.Sum("vpcnet_rpc_duration_seconds_sum", "method", "add"), a.agent.Sum("vpcnet_rpc_duration_seconds_count", "method", "add"))
 		writes := ratio(a.agent.Sum("vpcnet_checkpoint_write_seconds_count"), float64(len(a.add)+len(a.del)))
-		rows[i] = row{rate.P50, add.P50, add.P99, del.P50, del.P99, handler, writes, w.P50, w.P99, a.mem.rss, a.mem.hwm}
+		rows[i] = row{rate.P50, add.P50, add.P99, del.P50, del.P99, handler, writes, w.P50, w.P99, a.mem.rss, a.mem.anon, a.mem.hwm}
 		t.AddRow(a.label, fmt.Sprintf("%.0f (%.0f–%.0f)", rate.P50, rate.Min, rate.Max),
 			fmtMS(add.P50), fmtMS(add.P99), fmtMS(del.P50), fmtMS(del.P99), fmtMS(handler), fmt.Sprintf("%.2f", writes),
-			fmtMS(w.P50), fmtMS(w.P99), fmtMiB(a.mem.rss), fmtMiB(a.mem.hwm))
+			fmtMS(w.P50), fmtMS(w.P99), fmtMiB(a.mem.rss), fmtMiB(a.mem.anon), fmtMiB(a.mem.hwm))
 	}
 	cur := rows[0]
 	res.figure("concurrent_adds_per_s", cur.rate)
@@ -216,14 +216,15 @@ func concurrentReport(res *Result, arms []*arm, rounds, sequential int) {
 			fmtRatio(ratio(cur.delP50, base.delP50)), fmtRatio(ratio(cur.delP99, base.delP99)),
 			fmtRatio(ratio(cur.handler, base.handler)), fmtRatio(ratio(cur.writes, base.writes)),
 			fmtRatio(ratio(cur.wP50, base.wP50)), fmtRatio(ratio(cur.wP99, base.wP99)),
-			fmtRatio(ratio(cur.rss, base.rss)), fmtRatio(ratio(cur.hwm, base.hwm)))
+			fmtRatio(ratio(cur.rss, base.rss)), fmtRatio(ratio(cur.anon, base.anon)), fmtRatio(ratio(cur.hwm, base.hwm)))
 		res.figure("concurrent_adds_per_s_ratio", ratio(cur.rate, base.rate))
 		res.figure("concurrent_add_p99_ratio", ratio(cur.addP99, base.addP99))
 		res.figure("concurrent_rss_ratio", ratio(cur.rss, base.rss))
+		res.figure("concurrent_anon_ratio", ratio(cur.anon, base.anon))
 	}
 	t.Notes = append(t.Notes,
 		"one m5.4xlarge node per build, WARM_IP_TARGET=60, IP_COOLDOWN_PERIOD=1; latencies in ms are libcni's AddNetworkList/DelNetworkList of the vpcnet plugin alone, as containerd calls them; agent ADD mean is the agent's own time to answer (vpcnet_rpc_duration_seconds), checkpoint writes from vpcnet_checkpoint_write_seconds_count, both over the measured rounds",
-		fmt.Sprintf("ADDs/s: %d divided by the time from the first ADD's start to the last one's end; warm ADD: %d single ADD+DEL cycles per build, alternating; RSS read from /proc after all of it", concurrentPods, sequential))
+		fmt.Sprintf("ADDs/s: %d divided by the time from the first ADD's start to the last one's end; warm ADD: %d single ADD+DEL cycles per build, alternating; RSS read from /proc after all of it; its file-backed part (the executable's pages) varies from run to run with the machine's memory pressure, the anonymous part (heap, stacks) is the agent's own", concurrentPods, sequential))
 	if len(arms) == 1 {
 		t.Notes = append(t.Notes, "no baseline in this run: pass --baseline-bin DIR (make bench BASELINE=REV builds one) to compare with an older build")
 	}
