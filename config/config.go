@@ -4,8 +4,11 @@
 // over with its manifests unchanged. The rest are named VPCNET_*.
 //
 // Load takes a lookup function rather than reading the environment itself
-// (main passes os.LookupEnv), and checks every setting before it returns:
-// one error lists each invalid variable, its value and what is allowed.
+// (main passes os.Environ to LoadEnviron), and checks every setting before
+// it returns: one error lists each invalid variable, its value and what is
+// allowed. Amazon VPC CNI settings vpcnet does not implement are refused
+// when set to a value that asks for what vpcnet lacks (refused.go), and so
+// are unknown variables with a prefix vpcnet owns.
 // docs/settings.md is generated from the same table (go generate ./config).
 package config
 
@@ -147,6 +150,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			problems = append(problems, Problem{Name: s.name, Value: v, Allowed: err.Error()})
 		}
 	}
+	problems = append(problems, refusedProblems(lookup)...)
 	problems = append(problems, crossCheck(&c, given)...)
 	if len(problems) > 0 {
 		return c, &Error{Problems: problems}

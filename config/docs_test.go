@@ -32,6 +32,17 @@ func settingsDoc() []byte {
 	table(&b, c.Settings(), func(name string) bool { return !strings.HasPrefix(name, "VPCNET_") })
 	b.WriteString("\n## vpcnet's own\n\n")
 	table(&b, c.Settings(), func(name string) bool { return strings.HasPrefix(name, "VPCNET_") })
+	b.WriteString("\n## Amazon VPC CNI settings vpcnet does not implement\n\n")
+	b.WriteString("vpcnet behaves as the Amazon VPC CNI does with the values accepted below (its default, which\n")
+	b.WriteString("its own manifest sets, and values that mean the same), so those start the agent. Any other value\n")
+	b.WriteString("asks for behaviour vpcnet lacks: the agent refuses to start, naming the variable and what to do\n")
+	b.WriteString("instead, rather than run without it.\n\n")
+	b.WriteString("A variable starting `VPCNET_`, `WARM_`, `MINIMUM_` or `AWS_VPC_K8S_CNI_` that is none of the\n")
+	b.WriteString("settings above also stops the agent, naming the closest known name (`WARM_IP_TARGT` → `WARM_IP_TARGET`).\n\n")
+	b.WriteString("| Variable | Accepted | Instead |\n|---|---|---|\n")
+	for _, r := range Refusals() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Name, r.Accepted, strings.ReplaceAll(r.Instead, "|", `\|`))
+	}
 	return b.Bytes()
 }
 

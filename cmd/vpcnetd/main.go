@@ -28,7 +28,7 @@ func main() {
 	if code, done := commandLine(os.Args[1:], os.Stdout, os.Stderr); done {
 		os.Exit(code)
 	}
-	cfg, err := config.Load(os.LookupEnv)
+	cfg, err := config.LoadEnviron(os.Environ())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vpcnetd:", err)
 		os.Exit(2)
