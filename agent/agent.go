@@ -23,6 +23,7 @@ import (
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netfacts"
 )
@@ -98,6 +99,8 @@ type Agent struct {
 	httpAddrs []string
 	// eniCfgMsg is the last ENIConfig verdict, for /v1/status.
 	eniCfgMsg string
+	// maxPods is the last max pods verdict, for /v1/status.
+	maxPods introspect.MaxPods
 }
 
 // bootInfo is what start-up learned about the node.
@@ -106,6 +109,7 @@ type bootInfo struct {
 	limits       ipam.Limits
 	limitsSource string
 	planCfg      ipam.PlanConfig
+	maxPods      maxPodsBase
 	node         NodeNet
 }
 

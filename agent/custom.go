@@ -12,6 +12,7 @@ import (
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/introspect"
 )
 
 // Custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG), as in the
@@ -31,9 +32,11 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		checks := map[string]string{} // EC2's definitive verdicts on subnets ("" is usable)
 		var last nodestate.ENIConfigUpdate
+		var lastMaxPods introspect.MaxPods
 		first := true
 		for {
 			a.bridge.noteKube()
+			lastMaxPods = a.bridge.noteMaxPods(ctx, lastMaxPods)
 			if a.cfg.CustomNetwork {
 				up := a.bridge.evalENIConfig(ctx, checks)
 				if first || up.OK != last.OK || up.Message != last.Message {

@@ -31,6 +31,8 @@ type Config struct {
 	MinimumIPTarget  int // 0: unset
 	WarmPrefixTarget int // 0: unset
 	MaxENI           int // -1: the instance type's limit
+	// MaxPods is MAX_PODS; 0: the kubelet's, else the EKS rule.
+	MaxPods          int
 	PrefixDelegation bool
 	// Cooldown is how long a freed address rests before another pod gets
 	// it, so stale routes elsewhere cannot misdeliver.
@@ -50,6 +52,9 @@ type Config struct {
 	ENIMTU           int
 	PodMTU           int
 	VethPrefix       string
+	// PodIMDS is VPCNET_POD_IMDS: "allow" or "deny" pods' packets to
+	// the instance metadata service.
+	PodIMDS string
 
 	// Identity and tagging.
 	NodeName          string

@@ -113,6 +113,32 @@ type Status struct {
 	Diagnostics      []Condition `json:"diagnostics"`
 	Kubernetes       KubeState   `json:"kubernetes"`
 	CustomNetworking string      `json:"customNetworking,omitempty"`
+	// MaxPods is the max pods the pool is planned for, where it came
+	// from, and whether it fits the node.
+	MaxPods MaxPods `json:"maxPods"`
+}
+
+// MaxPods is the node's max pods: the pool never grows past what this
+// many pods can use.
+type MaxPods struct {
+	// Value is the max pods in effect; Source is "kubelet" (the Node's
+	// status.capacity.pods), "MAX_PODS" or "EKS rule".
+	Value  int    `json:"value"`
+	Source string `json:"source"`
+	// Kubelet is the kubelet's value, 0 while unknown; Setting is
+	// MAX_PODS, 0 when unset; Rule is EKS's rule for this node.
+	Kubelet int `json:"kubelet,omitempty"`
+	Setting int `json:"setting,omitempty"`
+	Rule    int `json:"rule"`
+	// Addressable is the most pods the node's ENIs can give addresses
+	// to; Recommended is EKS's recommended max pods (at most 110, or 250
+	// above 30 vCPUs).
+	Addressable int `json:"addressable"`
+	Recommended int `json:"recommended"`
+	// Problem says the value is above Addressable (Warning) or far below
+	// Recommended, and what to do.
+	Problem string `json:"problem,omitempty"`
+	Warning bool   `json:"warning,omitempty"`
 }
 
 // KubeState is what the agent's Kubernetes layer knows, for /v1/status,
@@ -139,6 +165,9 @@ type KubeState struct {
 	Mismatch string `json:"nameMismatch,omitempty"`
 	// Pods is how many of this node's pods the watch holds.
 	Pods int `json:"pods"`
+	// MaxPods is the kubelet's max pods, the Node's status.capacity.pods;
+	// 0 until the Node is found or while the kubelet has not said.
+	MaxPods int `json:"maxPods,omitempty"`
 	// StartupTaint says what became of VPCNET_STARTUP_TAINT; TaintRemoved
 	// is true once it is off the Node, or when there is none to remove.
 	StartupTaint string         `json:"startupTaint"`
