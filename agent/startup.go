@@ -95,7 +95,7 @@ func (pt *starter) learnNode(ctx context.Context) error {
 	a.bootp.Store(&bootInfo{self: self, limits: lim, limitsSource: note, planCfg: cfg, maxPods: mp, node: NodeNet{
 		PrimaryMAC: self.Primary.MAC, PrimaryIP: self.Primary.PrimaryIP(), VPCCIDRs: self.VPCCIDRs,
 		ExcludeSNATCIDRs: a.cfg.ExcludeSNATCIDRs, ExternalSNAT: a.cfg.ExternalSNAT,
-		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU,
+		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU, DenyPodIMDS: a.cfg.PodIMDS == "deny",
 	}})
 	a.log.Info("node learned", "instance", self.InstanceID, "type", self.InstanceType, "az", self.AvailabilityZone,
 		"primaryENI", self.Primary.ID, "subnet", self.Primary.SubnetID, "maxENIs", lim.MaxENIs, "ipv4PerENI", lim.IPv4PerENI, "limits", note,

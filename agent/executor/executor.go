@@ -68,6 +68,9 @@ type NodeNet struct {
 	ExternalSNAT     bool
 	RandomizeSNAT    string
 	MTU              int
+	// DenyPodIMDS drops pods' packets to the instance metadata service
+	// (VPCNET_POD_IMDS=deny).
+	DenyPodIMDS bool
 }
 
 // ENINet is one secondary ENI as the host sees it.
