@@ -197,7 +197,9 @@ func (n *node) start(t *testing.T) *running {
 	log := testlog.New(t, slog.LevelWarn)
 	c, err := cloud.New(context.Background(), cloud.Options{
 		EC2Endpoint: n.w.ec2, IMDSEndpoint: n.imds,
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		// The instance ID as access key: the local cloud applies the
+		// instance's role to the agent's calls.
+		Credentials: credentials.NewStaticCredentialsProvider(n.instance, "secret", ""),
 		ClusterName: cfg.ClusterName, MaxBackoff: 5 * time.Millisecond, Registerer: prometheus.NewRegistry(), Logger: log,
 	})
 	if err != nil {
