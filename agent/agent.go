@@ -101,6 +101,8 @@ type Agent struct {
 	eniCfgMsg string
 	// maxPods is the last max pods verdict, for /v1/status.
 	maxPods introspect.MaxPods
+	// pre is the IAM preflight's verdict; it has its own lock.
+	pre *preflight
 }
 
 // bootInfo is what start-up learned about the node.
@@ -161,6 +163,7 @@ func New(o Options) (*Agent, error) {
 		a.ready.set(CondENIConfig, false, a.eniCfgMsg)
 	}
 	a.diag = newReadiness(a.clk.Now, diagnosticOrder)
+	a.pre = newPreflight()
 	met, err := newMetrics(o.Registerer, o.Gatherer, a)
 	if err != nil {
 		return nil, err

@@ -184,6 +184,7 @@ func (pt *views) statusView(ctx context.Context) any {
 	}
 	sv.MaxPods = a.maxPods
 	a.mu.Unlock()
+	sv.IAM = a.pre.snapshot()
 	if !st.NextFree.IsZero() {
 		next := st.NextFree
 		sv.NextFree = &next

@@ -116,6 +116,38 @@ type Status struct {
 	// MaxPods is the max pods the pool is planned for, where it came
 	// from, and whether it fits the node.
 	MaxPods MaxPods `json:"maxPods"`
+	// IAM is what the start-up DryRun probes found the node's role may
+	// call.
+	IAM IAMStatus `json:"iam"`
+}
+
+// IAMStatus is the IAM preflight: each EC2 action the enabled features
+// need, tried with DryRun.
+type IAMStatus struct {
+	// Checked is when the last pass ran; zero before the first.
+	Checked time.Time `json:"checked"`
+	// Missing are the actions EC2 refused (UnauthorizedOperation).
+	Missing []MissingPermission `json:"missing,omitempty"`
+	// FeaturesOff are the features the agent runs without because an
+	// action they need is missing.
+	FeaturesOff []string `json:"featuresOff,omitempty"`
+	// Unknown are actions EC2 did not answer for (throttling, no
+	// answer); they are asked again.
+	Unknown []string `json:"unknown,omitempty"`
+	// NotProbed are actions vpcnet calls that cannot be asked with
+	// DryRun: a missing permission for them shows only when called.
+	NotProbed []string `json:"notProbed,omitempty"`
+}
+
+// MissingPermission is one EC2 action the node's role may not call.
+type MissingPermission struct {
+	Action   string   `json:"action"` // ec2:Action
+	Features []string `json:"features"`
+	// Add is the policy statement that grants it, as in
+	// deploy/iam-policy.json.
+	Add string `json:"add"`
+	// Message is EC2's answer.
+	Message string `json:"message,omitempty"`
 }
 
 // MaxPods is the node's max pods: the pool never grows past what this

@@ -39,6 +39,8 @@ type Cloud interface {
 	AssignPrefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
 	UnassignAddresses(ctx context.Context, eniID string, addrs []netip.Addr) error
 	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+	// DryRun asks whether the credentials may call action (nil: yes).
+	DryRun(ctx context.Context, action string, t cloud.DryRunTarget) error
 }
 
 var _ Cloud = (*cloud.Client)(nil)
