@@ -23,6 +23,7 @@ import (
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netfacts"
 )
@@ -98,6 +99,10 @@ type Agent struct {
 	httpAddrs []string
 	// eniCfgMsg is the last ENIConfig verdict, for /v1/status.
 	eniCfgMsg string
+	// maxPods is the last max pods verdict, for /v1/status.
+	maxPods introspect.MaxPods
+	// pre is the IAM preflight's verdict; it has its own lock.
+	pre *preflight
 }
 
 // bootInfo is what start-up learned about the node.
@@ -106,6 +111,7 @@ type bootInfo struct {
 	limits       ipam.Limits
 	limitsSource string
 	planCfg      ipam.PlanConfig
+	maxPods      maxPodsBase
 	node         NodeNet
 }
 
@@ -157,6 +163,7 @@ func New(o Options) (*Agent, error) {
 		a.ready.set(CondENIConfig, false, a.eniCfgMsg)
 	}
 	a.diag = newReadiness(a.clk.Now, diagnosticOrder)
+	a.pre = newPreflight()
 	met, err := newMetrics(o.Registerer, o.Gatherer, a)
 	if err != nil {
 		return nil, err

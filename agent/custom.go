@@ -12,6 +12,7 @@ import (
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/introspect"
 )
 
 // Custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG), as in the
@@ -31,9 +32,11 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		checks := map[string]string{} // EC2's definitive verdicts on subnets ("" is usable)
 		var last nodestate.ENIConfigUpdate
+		var lastMaxPods introspect.MaxPods
 		first := true
 		for {
 			a.bridge.noteKube()
+			lastMaxPods = a.bridge.noteMaxPods(ctx, lastMaxPods)
 			if a.cfg.CustomNetwork {
 				up := a.bridge.evalENIConfig(ctx, checks)
 				if first || up.OK != last.OK || up.Message != last.Message {
@@ -115,6 +118,12 @@ func (pt *kubeBridge) checkENISubnet(ctx context.Context, ec ENIConfigState, che
 	a := pt.a
 	if verdict, known := checks[ec.Subnet]; known {
 		return describeENIConfig(ec, verdict)
+	}
+	if a.pre.isDenied("DescribeSubnets") {
+		// The check is a safeguard, not what pods need: without
+		// ec2:DescribeSubnets the ENIConfig is taken as it is, and a
+		// wrong subnet shows when an ENI is created in it.
+		return ""
 	}
 	self := a.info().self
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -103,7 +103,8 @@ type world struct {
 	ec2   string
 
 	mu    sync.Mutex
-	calls map[string]int // EC2 requests by action
+	calls map[string]int // EC2 requests by action, DryRun ones apart
+	dry   map[string]int // DryRun requests by action: they change nothing
 }
 
 // countCalls counts EC2 requests by action before the emulator serves them.
@@ -113,14 +114,26 @@ func (w *world) countCalls(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if q, err := url.ParseQuery(string(body)); err == nil {
 			w.mu.Lock()
-			w.calls[q.Get("Action")]++
+			if q.Get("DryRun") == "true" {
+				w.dry[q.Get("Action")]++
+			} else {
+				w.calls[q.Get("Action")]++
+			}
 			w.mu.Unlock()
 		}
 		next.ServeHTTP(rw, r)
 	})
 }
 
-// callCount is how many requests for action EC2 has had.
+// dryRunCount is how many DryRun requests for action EC2 has had.
+func (w *world) dryRunCount(action string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dry[action]
+}
+
+// callCount is how many requests for action EC2 has had, DryRun ones
+// not counted.
 func (w *world) callCount(action string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -138,7 +151,7 @@ func newWorldOf(t *testing.T, topology string) *world {
 	simtest.IsolateAWSEnv(t)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
 	cl := simtest.New(t, topology, sim.Options{})
-	w := &world{t: t, cloud: cl, calls: map[string]int{}}
+	w := &world{t: t, cloud: cl, calls: map[string]int{}, dry: map[string]int{}}
 	w.ec2 = simtest.Serve(t, w.countCalls(cl.EC2Handler()))
 	return w
 }
@@ -197,7 +210,9 @@ func (n *node) start(t *testing.T) *running {
 	log := testlog.New(t, slog.LevelWarn)
 	c, err := cloud.New(context.Background(), cloud.Options{
 		EC2Endpoint: n.w.ec2, IMDSEndpoint: n.imds,
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		// The instance ID as access key: the local cloud applies the
+		// instance's role to the agent's calls.
+		Credentials: credentials.NewStaticCredentialsProvider(n.instance, "secret", ""),
 		ClusterName: cfg.ClusterName, MaxBackoff: 5 * time.Millisecond, Registerer: prometheus.NewRegistry(), Logger: log,
 	})
 	if err != nil {

@@ -178,11 +178,13 @@ func (pt *views) statusView(ctx context.Context) any {
 	st := v.Stats
 	sv.Addresses = ipamCounts{Total: st.Total, Assigned: st.Assigned, Cooling: st.Cooling, Free: st.Free}
 	sv.Waiting, sv.LastReconcile, sv.LastEC2Error, sv.ReleaseHold, sv.Reclaimed = v.Waiting, v.LastPlan, v.LastEC2Err, v.ReleaseHold, v.Reclaimed
+	a.mu.Lock()
 	if a.cfg.CustomNetwork {
-		a.mu.Lock()
 		sv.CustomNetworking = a.eniCfgMsg
-		a.mu.Unlock()
 	}
+	sv.MaxPods = a.maxPods
+	a.mu.Unlock()
+	sv.IAM = a.pre.snapshot()
 	if !st.NextFree.IsZero() {
 		next := st.NextFree
 		sv.NextFree = &next

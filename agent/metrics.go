@@ -26,6 +26,9 @@ type metrics struct {
 	startup          prometheus.Gauge
 	unknownRoutes    prometheus.Gauge
 	staleEntries     prometheus.Gauge
+	maxPods          prometheus.Gauge
+	addressablePods  prometheus.Gauge
+	maxPodsMismatch  *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer, a *Agent) (*metrics, error) {
@@ -64,9 +67,19 @@ func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer, a *Agent) (*me
 		staleEntries: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vpcnet_stale_checkpoint_entries", Help: "Checkpoint entries whose address is on no attached ENI; kept and never released automatically.",
 		}),
+		maxPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vpcnet_max_pods", Help: "The node's max pods the pool is planned for: the kubelet's, MAX_PODS or EKS's rule (/v1/status says which).",
+		}),
+		addressablePods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vpcnet_addressable_pods", Help: "The most pods the node's ENIs can give addresses to.",
+		}),
+		maxPodsMismatch: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vpcnet_max_pods_mismatch", Help: "1 when the max pods in effect is above what the node can address (above_addressable) or below half of EKS's recommended value (below_capacity).",
+		}, []string{"kind"}),
 	}
 	cs := []prometheus.Collector{m.rpcs, m.rpcDuration, m.noAddress, m.reconcilePasses, m.reconcileActions,
-		m.checkpointWrite, m.checkpointErrors, m.startup, m.unknownRoutes, m.staleEntries, poolCollector{a}}
+		m.checkpointWrite, m.checkpointErrors, m.startup, m.unknownRoutes, m.staleEntries,
+		m.maxPods, m.addressablePods, m.maxPodsMismatch, poolCollector{a}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)

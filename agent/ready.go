@@ -39,7 +39,7 @@ func conditionOrder(customNetwork bool) []string {
 	return append(order, CondAddresses)
 }
 
-var diagnosticOrder = []string{CondKubernetes, CondNodeIdentity, CondStartupTaint}
+var diagnosticOrder = []string{CondKubernetes, CondNodeIdentity, CondStartupTaint, CondEC2Permissions}
 
 // Condition is one readiness check and why it holds or not.
 type Condition = introspect.Condition

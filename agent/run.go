@@ -34,6 +34,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.bridge.startKube(ctx, &wg)
+	a.starter.runPreflight(ctx, &wg)
 	x := &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: a.info().self.InstanceID, Self: a.info().self,
 		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags}
 	var n *nodestate.Node

@@ -14,6 +14,7 @@ import (
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/limits"
 )
 
 // gracefulStop bounds how long in-flight plugin calls may finish at
@@ -66,7 +67,8 @@ func (pt *starter) learnNode(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	lim, note := a.starter.instanceLimits(ctx, self)
+	full, note := a.starter.instanceLimits(ctx, self)
+	lim := ipam.Limits{MaxENIs: full.MaxENIs, IPv4PerENI: full.IPv4PerENI}
 	cfg := ipam.DefaultPlanConfig()
 	cfg.WarmENITarget = a.cfg.WarmENITarget
 	cfg.WarmIPTarget = a.cfg.WarmIPTarget
@@ -82,33 +84,40 @@ func (pt *starter) learnNode(ctx context.Context) error {
 	cfg.SubnetID = self.Primary.SubnetID
 	cfg.SecurityGroups = self.Primary.SecurityGroups
 	cfg.CustomNetworking = a.cfg.CustomNetwork
+	mp := newMaxPodsBase(full, a.cfg)
+	cfg.MaxPods = mp.startValue()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if err := lim.Validate(); err != nil {
 		return fmt.Errorf("instance type %s: %w", self.InstanceType, err)
 	}
-	a.bootp.Store(&bootInfo{self: self, limits: lim, limitsSource: note, planCfg: cfg, node: NodeNet{
+	a.bootp.Store(&bootInfo{self: self, limits: lim, limitsSource: note, planCfg: cfg, maxPods: mp, node: NodeNet{
 		PrimaryMAC: self.Primary.MAC, PrimaryIP: self.Primary.PrimaryIP(), VPCCIDRs: self.VPCCIDRs,
 		ExcludeSNATCIDRs: a.cfg.ExcludeSNATCIDRs, ExternalSNAT: a.cfg.ExternalSNAT,
-		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU,
+		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU, DenyPodIMDS: a.cfg.PodIMDS == "deny",
 	}})
 	a.log.Info("node learned", "instance", self.InstanceID, "type", self.InstanceType, "az", self.AvailabilityZone,
-		"primaryENI", self.Primary.ID, "subnet", self.Primary.SubnetID, "maxENIs", lim.MaxENIs, "ipv4PerENI", lim.IPv4PerENI, "limits", note)
+		"primaryENI", self.Primary.ID, "subnet", self.Primary.SubnetID, "maxENIs", lim.MaxENIs, "ipv4PerENI", lim.IPv4PerENI, "limits", note,
+		"maxPods", cfg.MaxPods, "addressablePods", mp.addressable)
 	return nil
 }
 
 // instanceLimits returns the type's limits and where they came from.
-func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (ipam.Limits, string) {
+func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (limits.Limits, string) {
 	a := pt.a
 	l, err := a.cloud.InstanceLimits(ctx, self.InstanceType)
 	if err == nil {
-		return ipam.Limits{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI}, "table or DescribeInstanceTypes"
+		return l, "table or DescribeInstanceTypes"
 	}
 	// Observed lower bounds: what is attached now is certainly allowed.
-	obs := ipam.Limits{MaxENIs: max(1, len(self.Interfaces)), IPv4PerENI: 2}
+	// Prefixes seen attached mean the type takes them.
+	obs := limits.Limits{InstanceType: self.InstanceType, MaxENIs: max(1, len(self.Interfaces)), IPv4PerENI: 2, Hypervisor: limits.UnknownHypervisor}
 	for _, i := range self.Interfaces {
 		obs.IPv4PerENI = max(obs.IPv4PerENI, len(i.IPv4s)+len(i.Prefixes))
+		if len(i.Prefixes) > 0 {
+			obs.Hypervisor = limits.Nitro
+		}
 	}
 	a.log.Warn("instance type limits unknown: running with what is attached now; pods beyond that wait",
 		"type", self.InstanceType, "maxENIs", obs.MaxENIs, "ipv4PerENI", obs.IPv4PerENI, "err", err)

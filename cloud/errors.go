@@ -18,6 +18,15 @@ func ErrorCode(err error) string {
 	return ""
 }
 
+// ErrorMessage is EC2's message in err, or "" when err is no EC2 answer.
+func ErrorMessage(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorMessage()
+	}
+	return ""
+}
+
 func codeIn(err error, codes ...string) bool {
 	code := ErrorCode(err)
 	if code == "" {

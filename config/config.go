@@ -4,8 +4,11 @@
 // over with its manifests unchanged. The rest are named VPCNET_*.
 //
 // Load takes a lookup function rather than reading the environment itself
-// (main passes os.LookupEnv), and checks every setting before it returns:
-// one error lists each invalid variable, its value and what is allowed.
+// (main passes os.Environ to LoadEnviron), and checks every setting before
+// it returns: one error lists each invalid variable, its value and what is
+// allowed. Amazon VPC CNI settings vpcnet does not implement are refused
+// when set to a value that asks for what vpcnet lacks (refused.go), and so
+// are unknown variables with a prefix vpcnet owns.
 // docs/settings.md is generated from the same table (go generate ./config).
 package config
 
@@ -28,6 +31,8 @@ type Config struct {
 	MinimumIPTarget  int // 0: unset
 	WarmPrefixTarget int // 0: unset
 	MaxENI           int // -1: the instance type's limit
+	// MaxPods is MAX_PODS; 0: the kubelet's, else the EKS rule.
+	MaxPods          int
 	PrefixDelegation bool
 	// Cooldown is how long a freed address rests before another pod gets
 	// it, so stale routes elsewhere cannot misdeliver.
@@ -47,6 +52,9 @@ type Config struct {
 	ENIMTU           int
 	PodMTU           int
 	VethPrefix       string
+	// PodIMDS is VPCNET_POD_IMDS: "allow" or "deny" pods' packets to
+	// the instance metadata service.
+	PodIMDS string
 
 	// Identity and tagging.
 	NodeName          string
@@ -147,6 +155,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			problems = append(problems, Problem{Name: s.name, Value: v, Allowed: err.Error()})
 		}
 	}
+	problems = append(problems, refusedProblems(lookup)...)
 	problems = append(problems, crossCheck(&c, given)...)
 	if len(problems) > 0 {
 		return c, &Error{Problems: problems}

@@ -34,6 +34,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		ENIMTU:              9001,
 		PodMTU:              9001,
 		VethPrefix:          "eni",
+		PodIMDS:             "allow",
 		AdditionalENITags:   map[string]string{},
 		LeakedENIGrace:      10 * time.Minute,
 		LogLevel:            slog.LevelInfo,
@@ -89,6 +90,8 @@ func TestLoadReadsValidValues(t *testing.T) {
 		{map[string]string{"VPCNET_STARTUP_TAINT": "node.vpcnet.io/agent-not-ready"}, func(c Config) bool { return c.StartupTaint == "node.vpcnet.io/agent-not-ready" }},
 		{map[string]string{"VPCNET_KUBECONFIG": "/etc/vpcnet/kubeconfig"}, func(c Config) bool { return c.Kubeconfig == "/etc/vpcnet/kubeconfig" }},
 		{map[string]string{"ENABLE_IPv6": "false", "ENABLE_POD_ENI": "false"}, func(Config) bool { return true }},
+		{map[string]string{"MAX_PODS": "110"}, func(c Config) bool { return c.MaxPods == 110 }},
+		{map[string]string{"VPCNET_POD_IMDS": "deny"}, func(c Config) bool { return c.PodIMDS == "deny" }},
 		// Empty counts as unset, as `value: ""` in a manifest.
 		{map[string]string{"WARM_ENI_TARGET": "", "VPCNET_STATE_DIR": ""}, func(c Config) bool { return c.WarmENITarget == 1 && c.StateDir == "/var/lib/vpcnet" }},
 	}
@@ -134,6 +137,8 @@ func TestLoadRefusesInvalidValuesNamingEach(t *testing.T) {
 		{"VPCNET_ADD_WAIT", "10", "must be a duration such as 30s, 5m or 1h30m, at least 1s"},
 		{"VPCNET_LEAKED_ENI_GRACE", "30s", "must be a duration such as 30s, 5m or 1h30m, at least 1m0s"},
 		{"CLUSTER_NAME", strings.Repeat("x", 257), "must be at most 256 characters"},
+		{"MAX_PODS", "-1", "must be a whole number ≥ 0"},
+		{"VPCNET_POD_IMDS", "block", "must be one of allow, deny"},
 		{"ENABLE_IPv6", "true", "must be false: vpcnet gives pods IPv4 addresses only"},
 		{"ENABLE_POD_ENI", "true", "must be false: vpcnet does not provide security groups for pods; switching would silently drop their enforcement"},
 	}

@@ -29,11 +29,26 @@ func settingsDoc() []byte {
 	b.WriteString("## Shared with the Amazon VPC CNI\n\n")
 	b.WriteString("Same names and meanings as the Amazon VPC CNI (aws-node), so a cluster switches over with its\n")
 	b.WriteString("manifests unchanged.\n\n")
-	table(&b, c.Settings(), func(name string) bool { return !strings.HasPrefix(name, "VPCNET_") })
+	table(&b, c.Settings(), func(name string) bool { return !vpcnetOwn(name) })
 	b.WriteString("\n## vpcnet's own\n\n")
-	table(&b, c.Settings(), func(name string) bool { return strings.HasPrefix(name, "VPCNET_") })
+	table(&b, c.Settings(), vpcnetOwn)
+	b.WriteString("\n## Amazon VPC CNI settings vpcnet does not implement\n\n")
+	b.WriteString("vpcnet behaves as the Amazon VPC CNI does with the values accepted below (its default, which\n")
+	b.WriteString("its own manifest sets, and values that mean the same), so those start the agent. Any other value\n")
+	b.WriteString("asks for behaviour vpcnet lacks: the agent refuses to start, naming the variable and what to do\n")
+	b.WriteString("instead, rather than run without it.\n\n")
+	b.WriteString("A variable starting `VPCNET_`, `WARM_`, `MINIMUM_` or `AWS_VPC_K8S_CNI_` that is none of the\n")
+	b.WriteString("settings above also stops the agent, naming the closest known name (`WARM_IP_TARGT` → `WARM_IP_TARGET`).\n\n")
+	b.WriteString("| Variable | Accepted | Instead |\n|---|---|---|\n")
+	for _, r := range Refusals() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Name, r.Accepted, strings.ReplaceAll(r.Instead, "|", `\|`))
+	}
 	return b.Bytes()
 }
+
+// vpcnetOwn says a setting is vpcnet's, not the Amazon VPC CNI's:
+// VPCNET_*, and MAX_PODS, which keeps the kubelet's name for it.
+func vpcnetOwn(name string) bool { return strings.HasPrefix(name, "VPCNET_") || name == "MAX_PODS" }
 
 func table(b *bytes.Buffer, settings []Setting, include func(string) bool) {
 	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")

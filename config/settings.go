@@ -59,6 +59,10 @@ var settings = []setting{
 	unsupportedVar("ENABLE_IPv6", "vpcnet gives pods IPv4 addresses only"),
 	unsupportedVar("ENABLE_POD_ENI", "vpcnet does not provide security groups for pods; switching would silently drop their enforcement"),
 
+	intVar("MAX_PODS", "0", "The node's max pods, for nodes without the Kubernetes API; the pool never grows past what this many pods can use. With the API the kubelet's value (the Node's status.capacity.pods) wins. 0 means the EKS rule: with prefix delegation ENIs × (addresses per ENI − 1) × 16 + 2, at most 110 (250 above 30 vCPUs); without, ENIs × (addresses per ENI − 1) + 2.",
+		0, maxInt, func(c *Config) *int { return &c.MaxPods }),
+	stringVar("VPCNET_POD_IMDS", "allow", "Whether pods may reach the instance metadata service (169.254.169.254, fd00:ec2::254) and so the node's IAM role: allow, or deny, which drops their packets to it in vpcnet's nftables table. hostNetwork pods are not affected.",
+		oneOf("allow", "deny"), func(c *Config) *string { return &c.PodIMDS }),
 	stringVar("VPCNET_METRICS_BIND_ADDRESS", ":61678", "Where the Prometheus metrics endpoint listens (host:port). The Amazon VPC CNI's fixed port is the default.",
 		bindAddr, func(c *Config) *string { return &c.MetricsAddr }),
 	stringVar("VPCNET_SOCKET", "/run/vpcnet/vpcnetd.sock", "Unix socket, root only, on which the CNI plugin asks the agent for addresses.",

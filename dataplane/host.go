@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 )
 
@@ -34,6 +35,10 @@ type HostConfig struct {
 	// SNATPorts is how SNAT picks source ports
 	// (AWS_VPC_K8S_CNI_RANDOMIZESNAT); empty means SNATPortsFullyRandom.
 	SNATPorts SNATPorts
+	// DenyPodIMDS drops packets from pods to the instance metadata
+	// service, 169.254.169.254 and fd00:ec2::254 (VPCNET_POD_IMDS=deny),
+	// so pods cannot take the node's IAM role.
+	DenyPodIMDS bool
 }
 
 // SNATPorts names how SNAT picks source ports, with the Amazon VPC CNI's
@@ -123,23 +128,31 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 	if err != nil {
 		return err
 	}
-	changed, err := reconcileTable(nft, desiredChains(hostRules{
+	r := hostRules{
 		primaryIf: name, primaryIP: cfg.PrimaryIP,
 		vpcCIDRs: cfg.VPCCIDRs, excluded: cfg.ExcludeSNATCIDRs,
 		externalSNAT: cfg.ExternalSNAT, vethPrefix: d.vethPrefix, mark: cfg.Connmark,
-		snatPorts: cfg.SNATPorts,
-	}))
+		snatPorts: cfg.SNATPorts, denyPodIMDS: cfg.DenyPodIMDS,
+	}
+	changed, err := reconcileTable(nft, nftables.TableFamilyIPv4, desiredChains(r))
 	if err != nil {
 		return err
 	}
 	if changed {
 		d.log.Info("host nftables rules written", "table", "ip "+TableName, "primary", name,
-			"externalSNAT", cfg.ExternalSNAT, "vpcCIDRs", cfg.VPCCIDRs)
+			"externalSNAT", cfg.ExternalSNAT, "vpcCIDRs", cfg.VPCCIDRs, "denyPodIMDS", cfg.DenyPodIMDS)
+	}
+	changed, err = reconcileTable(nft, nftables.TableFamilyIPv6, podIMDSChains(r, imdsV6))
+	if err != nil {
+		return err
+	}
+	if changed {
+		d.log.Info("host nftables rules written", "table", "ip6 "+TableName, "denyPodIMDS", cfg.DenyPodIMDS)
 	}
 	return nil
 }
 
-// TeardownHost removes table ip vpcnet and rule 1024. Pod and ENI state is
+// TeardownHost removes tables ip and ip6 vpcnet and rule 1024. Pod and ENI state is
 // left alone: pods keep working within the VPC.
 func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	s, err := d.open(ctx)
@@ -158,7 +171,11 @@ func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return deleteTable(nft)
+	if _, err := deleteTable(nft, nftables.TableFamilyIPv4); err != nil {
+		return err
+	}
+	_, err = deleteTable(nft, nftables.TableFamilyIPv6)
+	return err
 }
 
 func primaryLink(nl *nlHandle, cfg HostConfig) (netlink.Link, error) {

@@ -338,3 +338,54 @@ func foreignRuleHandles(t *testing.T, n ns.NetNS) string {
 	})
 	return strings.Join(handles, ",")
 }
+
+func TestDenyPodIMDSAddsDropChainsAndAllowRemovesThem(t *testing.T) {
+	n := newTestNode(t)
+	cfg := n.hostConfig()
+	cfg.DenyPodIMDS = true
+	if err := n.dp.SetupHost(testContext(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	wantV4 := `	chain pod-imds {
+		type filter hook prerouting priority raw; policy accept;
+		iifname "eni*" ip daddr 169.254.169.254 drop comment "vpcnet: VPCNET_POD_IMDS=deny: drop pod packets to IMDS at 169.254.169.254"
+	}`
+	if got := nftList(t, n.node); !strings.Contains(got, wantV4) {
+		t.Errorf("nft list table ip vpcnet:\n%s\nlacks:\n%s", got, wantV4)
+	}
+	wantV6 := `table ip6 vpcnet {
+	chain pod-imds {
+		type filter hook prerouting priority raw; policy accept;
+		iifname "eni*" ip6 daddr fd00:ec2::254 drop comment "vpcnet: VPCNET_POD_IMDS=deny: drop pod packets to IMDS at fd00:ec2::254"
+	}
+}`
+	if got := nftListFamily(t, n.node, "ip6"); got != wantV6 {
+		t.Errorf("nft list table ip6 vpcnet:\n%s\nwant:\n%s", got, wantV6)
+	}
+	// Unchanged settings write nothing; allow removes both.
+	if err := n.dp.SetupHost(testContext(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.dp.SetupHost(testContext(t), n.hostConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if got := nftList(t, n.node); got != wantHostTable {
+		t.Errorf("after allow, nft list table ip vpcnet:\n%s\nwant:\n%s", got, wantHostTable)
+	}
+	if got := nftListFamily(t, n.node, "ip6"); got != "" {
+		t.Errorf("after allow, table ip6 vpcnet remains:\n%s", got)
+	}
+	cfg.ExternalSNAT = true
+	if err := n.dp.SetupHost(testContext(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := nftList(t, n.node); !strings.Contains(got, wantV4) {
+		t.Errorf("with external SNAT, nft list table ip vpcnet:\n%s\nlacks the IMDS chain", got)
+	}
+	if err := n.dp.TeardownHost(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := nftListFamily(t, n.node, "ip6"); got != "" {
+		t.Errorf("after teardown, table ip6 vpcnet remains:\n%s", got)
+	}
+}

@@ -10,12 +10,16 @@ import (
 	"github.com/google/nftables/userdata"
 )
 
-// reconcileTable makes table ip vpcnet hold exactly want. When it already
-// does, nothing is written (handles and counters survive); otherwise the
-// table is deleted and rebuilt in one transaction, so packets never see a
-// half-written rule set. Only our own table is ever touched.
-func reconcileTable(n *nftConn, want []chainSpec) (changed bool, err error) {
-	t, err := n.table(TableName)
+// reconcileTable makes table vpcnet of family fam hold exactly want;
+// an empty want removes it. When it already does, nothing is written
+// (handles and counters survive); otherwise the table is deleted and
+// rebuilt in one transaction, so packets never see a half-written rule
+// set. Only our own table is ever touched.
+func reconcileTable(n *nftConn, fam nftables.TableFamily, want []chainSpec) (changed bool, err error) {
+	if len(want) == 0 {
+		return deleteTable(n, fam)
+	}
+	t, err := n.table(fam, TableName)
 	if err != nil {
 		return false, err
 	}
@@ -29,7 +33,7 @@ func reconcileTable(n *nftConn, want []chainSpec) (changed bool, err error) {
 		}
 		n.delTable(t)
 	}
-	t = n.addTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName})
+	t = n.addTable(&nftables.Table{Family: fam, Name: TableName})
 	chains := make([]*nftables.Chain, len(want))
 	// Chains first: a jump may only name a chain that exists.
 	for i, c := range want {
@@ -44,22 +48,30 @@ func reconcileTable(n *nftConn, want []chainSpec) (changed bool, err error) {
 		}
 	}
 	if err := n.commit(); err != nil {
-		return false, fmt.Errorf("write nftables table ip %s: %w", TableName, err)
+		return false, fmt.Errorf("write nftables table %s %s: %w", familyName(fam), TableName, err)
 	}
 	return true, nil
 }
 
-// deleteTable removes table ip vpcnet if it exists.
-func deleteTable(n *nftConn) error {
-	t, err := n.table(TableName)
+// deleteTable removes table vpcnet of family fam if it exists.
+func deleteTable(n *nftConn, fam nftables.TableFamily) (deleted bool, err error) {
+	t, err := n.table(fam, TableName)
 	if err != nil || t == nil {
-		return err
+		return false, err
 	}
 	n.delTable(t)
 	if err := n.commit(); err != nil {
-		return fmt.Errorf("delete nftables table ip %s: %w", TableName, err)
+		return false, fmt.Errorf("delete nftables table %s %s: %w", familyName(fam), TableName, err)
 	}
-	return nil
+	return true, nil
+}
+
+// familyName is the family as nft writes it.
+func familyName(fam nftables.TableFamily) string {
+	if fam == nftables.TableFamilyIPv6 {
+		return "ip6"
+	}
+	return "ip"
 }
 
 func toChain(t *nftables.Table, c chainSpec) *nftables.Chain {

@@ -18,8 +18,18 @@ const (
 	chainNATPre     = "nat-prerouting"
 	chainSNATMark   = "snat-mark"
 	chainNATPost    = "nat-postrouting"
+	chainPodIMDS    = "pod-imds"
 	natPrePriority  = -90 // after kube-proxy's DNAT (-100): sees the real destination
 	natPostPriority = 100 // srcnat
+	// podIMDSPriority is raw's: the drop comes before conntrack and any
+	// DNAT, whatever the destination is rewritten to afterwards.
+	podIMDSPriority = -300
+)
+
+// The instance metadata service's addresses (IPv4, and IPv6 on Nitro).
+var (
+	imdsV4 = netip.MustParseAddr("169.254.169.254")
+	imdsV6 = netip.MustParseAddr("fd00:ec2::254")
 )
 
 // chainSpec is one chain as we want it, with its rules in order.
@@ -46,6 +56,8 @@ type hostRules struct {
 	vethPrefix   string
 	mark         uint32
 	snatPorts    SNATPorts
+	// denyPodIMDS drops packets from pods to IMDS (VPCNET_POD_IMDS=deny).
+	denyPodIMDS bool
 }
 
 // desiredChains returns table ip vpcnet's content, the nftables form of
@@ -73,7 +85,7 @@ func desiredChains(r hostRules) []chainSpec {
 	}
 	mangle.rules = append(mangle.rules, restoreMark(pods, r.mark, "replies from pods")...)
 	if r.externalSNAT {
-		return []chainSpec{mangle}
+		return append([]chainSpec{mangle}, podIMDSChains(r, imdsV4)...)
 	}
 
 	natPre := chainSpec{
@@ -107,7 +119,33 @@ func desiredChains(r hostRules) []chainSpec {
 		comment: "SNAT pod traffic leaving the VPC to " + r.primaryIP.String(),
 		exprs:   concat(ctMarkHas(r.mark, true), snatTo(r.primaryIP, r.snatPorts)),
 	})
-	return []chainSpec{mangle, natPre, snatMark, post}
+	return append([]chainSpec{mangle, natPre, snatMark, post}, podIMDSChains(r, imdsV4)...)
+}
+
+// podIMDSChains is the chain that drops pods' packets to IMDS at addr, in
+// the table of addr's family, when VPCNET_POD_IMDS=deny: a pod must not
+// take the node's IAM role. It hooks prerouting, so it sees only packets
+// that entered the node, on a pod's veth; hostNetwork pods send from the
+// node itself and are not affected. The IPv6 chain is the whole of table
+// ip6 vpcnet, which exists only then.
+func podIMDSChains(r hostRules, addr netip.Addr) []chainSpec {
+	if !r.denyPodIMDS {
+		return nil
+	}
+	var match []expr.Any
+	if addr.Is6() {
+		match = daddr6Is(addr)
+	} else {
+		match = daddrIn(netip.PrefixFrom(addr, 32))
+	}
+	return []chainSpec{{
+		name: chainPodIMDS, hook: nftables.ChainHookPrerouting,
+		priority: podIMDSPriority, typ: nftables.ChainTypeFilter,
+		rules: []ruleSpec{{
+			comment: "VPCNET_POD_IMDS=deny: drop pod packets to IMDS at " + addr.String(),
+			exprs:   concat(iifname(r.vethPrefix, true), match, drop()),
+		}},
+	}}
 }
 
 // restoreMark copies the connection's mark bits into the packet mark

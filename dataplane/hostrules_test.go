@@ -13,8 +13,9 @@ func TestEveryHostRuleCarriesAnOwnerCommentThatFitsNftables(t *testing.T) {
 		chains := desiredChains(hostRules{
 			primaryIf: "ens5", primaryIP: netip.MustParseAddr("10.0.0.10"),
 			vpcCIDRs: []netip.Prefix{mustPrefix("10.0.0.0/16")}, excluded: []netip.Prefix{mustPrefix("172.16.0.0/12")},
-			externalSNAT: external, vethPrefix: "eni", mark: 0x80,
+			externalSNAT: external, vethPrefix: "eni", mark: 0x80, denyPodIMDS: true,
 		})
+		chains = append(chains, podIMDSChains(hostRules{vethPrefix: "eni", denyPodIMDS: true}, imdsV6)...)
 		for _, c := range chains {
 			for _, r := range c.rules {
 				// nft limits a comment to 128 bytes.

@@ -39,10 +39,10 @@ func nftRead[T any](f func() (T, error)) (T, error) {
 	}
 }
 
-// table returns our table of family ip, or nil when it does not exist.
-func (n *nftConn) table(name string) (*nftables.Table, error) {
+// table returns our table of family fam, or nil when it does not exist.
+func (n *nftConn) table(fam nftables.TableFamily, name string) (*nftables.Table, error) {
 	tables, err := nftRead(func() ([]*nftables.Table, error) {
-		return n.c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+		return n.c.ListTablesOfFamily(fam)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list nftables tables: %w", err)

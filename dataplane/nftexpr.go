@@ -57,6 +57,18 @@ func daddrIn(p netip.Prefix) []expr.Any {
 	return append(out, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: network[:]})
 }
 
+// daddr6Is matches one IPv6 destination (`ip6 daddr a`).
+func daddr6Is(a netip.Addr) []expr.Any {
+	b := a.As16()
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:]},
+	}
+}
+
+// drop is the drop verdict.
+func drop() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}} }
+
 func prefixMask(bits int) [4]byte {
 	var m [4]byte
 	for i := range bits {

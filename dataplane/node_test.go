@@ -209,6 +209,13 @@ func routesIn(t *testing.T, n ns.NetNS, table int) []string {
 // the nft CLI is not installed (apt-get install nftables).
 func nftList(t *testing.T, n ns.NetNS) string {
 	t.Helper()
+	return nftListFamily(t, n, "ip")
+}
+
+// nftListFamily is nftList for table vpcnet of family ("ip", "ip6"); ""
+// when it does not exist.
+func nftListFamily(t *testing.T, n ns.NetNS, family string) string {
+	t.Helper()
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft CLI not installed (apt-get install nftables): cannot read the rule set as text")
 	}
@@ -216,7 +223,7 @@ func nftList(t *testing.T, n ns.NetNS) string {
 	netnstest.Do(t, n, func() error {
 		var err error
 		// A child process starts in the namespace of the thread forking it.
-		out, err = exec.Command("nft", "list", "table", "ip", TableName).CombinedOutput()
+		out, err = exec.Command("nft", "list", "table", family, TableName).CombinedOutput()
 		if err != nil && strings.Contains(string(out), "No such file or directory") {
 			out, err = nil, nil
 		}

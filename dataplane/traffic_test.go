@@ -189,3 +189,47 @@ func nft(t *testing.T, n ns.NetNS, ruleset string) {
 		return nil
 	})
 }
+
+// VPCNET_POD_IMDS=deny: a pod reaches IMDS neither where EC2 has it (a
+// hop away, through the primary interface) nor where the local cloud's
+// fabric serves it (on the node's loopback); the node's own processes, as
+// hostNetwork pods, still do. allow leaves pods their way to it.
+func TestDenyPodIMDSDropsPodPacketsToIMDSOnly(t *testing.T) {
+	for _, where := range []string{"beyond eth0", "on the node"} {
+		t.Run(where, func(t *testing.T) {
+			deny := true
+			n := newReadyNode(t, func(c *HostConfig) { c.DenyPodIMDS = deny })
+			p := n.addPod(t, "pod-a", "10.0.0.50", 0)
+			at := n.world
+			if where == "on the node" {
+				at = n.node
+			}
+			netnstest.Do(t, at, func() error {
+				lo, err := netlink.LinkByName("lo")
+				if err != nil {
+					return err
+				}
+				if err := netlink.LinkSetUp(lo); err != nil {
+					return err
+				}
+				return netlink.AddrAdd(lo, &netlink.Addr{IPNet: ipNet(netip.MustParsePrefix("169.254.169.254/32"))})
+			})
+			imds := netip.MustParseAddrPort("169.254.169.254:80")
+			serveTCP(t, at, imds)
+			if err := talkTCP(p.ns, imds); err == nil {
+				t.Error("with VPCNET_POD_IMDS=deny a pod reached IMDS")
+			}
+			if err := talkTCP(n.node, imds); err != nil {
+				t.Errorf("with VPCNET_POD_IMDS=deny the node itself cannot reach IMDS: %v", err)
+			}
+			deny = false
+			cfg := n.hostConfig()
+			if err := n.dp.SetupHost(testContext(t), cfg); err != nil {
+				t.Fatal(err)
+			}
+			if err := talkTCP(p.ns, imds); err != nil {
+				t.Errorf("with VPCNET_POD_IMDS=allow the pod cannot reach IMDS: %v", err)
+			}
+		})
+	}
+}

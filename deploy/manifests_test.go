@@ -71,14 +71,17 @@ func agentConfig(m manifestSet) (config.Config, error) {
 	if c == nil {
 		return config.Config{}, fmt.Errorf("no container %q", agentContainer)
 	}
-	env := map[string]string{}
+	// The whole environment, as vpcnetd reads it, so that a name the
+	// agent does not know is refused here too.
+	var environ []string
 	for _, e := range c.Env {
-		env[e.Name] = e.Value
+		v := e.Value
 		if e.ValueFrom != nil {
-			env[e.Name] = "ip-10-0-0-1.us-west-2.compute.internal"
+			v = "ip-10-0-0-1.us-west-2.compute.internal"
 		}
+		environ = append(environ, e.Name+"="+v)
 	}
-	return config.Load(lookup(env))
+	return config.LoadEnviron(environ)
 }
 
 func checkNamespace(t *testing.T, m manifestSet) {

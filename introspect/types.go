@@ -113,6 +113,64 @@ type Status struct {
 	Diagnostics      []Condition `json:"diagnostics"`
 	Kubernetes       KubeState   `json:"kubernetes"`
 	CustomNetworking string      `json:"customNetworking,omitempty"`
+	// MaxPods is the max pods the pool is planned for, where it came
+	// from, and whether it fits the node.
+	MaxPods MaxPods `json:"maxPods"`
+	// IAM is what the start-up DryRun probes found the node's role may
+	// call.
+	IAM IAMStatus `json:"iam"`
+}
+
+// IAMStatus is the IAM preflight: each EC2 action the enabled features
+// need, tried with DryRun.
+type IAMStatus struct {
+	// Checked is when the last pass ran; zero before the first.
+	Checked time.Time `json:"checked"`
+	// Missing are the actions EC2 refused (UnauthorizedOperation).
+	Missing []MissingPermission `json:"missing,omitempty"`
+	// FeaturesOff are the features the agent runs without because an
+	// action they need is missing.
+	FeaturesOff []string `json:"featuresOff,omitempty"`
+	// Unknown are actions EC2 did not answer for (throttling, no
+	// answer); they are asked again.
+	Unknown []string `json:"unknown,omitempty"`
+	// NotProbed are actions vpcnet calls that cannot be asked with
+	// DryRun: a missing permission for them shows only when called.
+	NotProbed []string `json:"notProbed,omitempty"`
+}
+
+// MissingPermission is one EC2 action the node's role may not call.
+type MissingPermission struct {
+	Action   string   `json:"action"` // ec2:Action
+	Features []string `json:"features"`
+	// Add is the policy statement that grants it, as in
+	// deploy/iam-policy.json.
+	Add string `json:"add"`
+	// Message is EC2's answer.
+	Message string `json:"message,omitempty"`
+}
+
+// MaxPods is the node's max pods: the pool never grows past what this
+// many pods can use.
+type MaxPods struct {
+	// Value is the max pods in effect; Source is "kubelet" (the Node's
+	// status.capacity.pods), "MAX_PODS" or "EKS rule".
+	Value  int    `json:"value"`
+	Source string `json:"source"`
+	// Kubelet is the kubelet's value, 0 while unknown; Setting is
+	// MAX_PODS, 0 when unset; Rule is EKS's rule for this node.
+	Kubelet int `json:"kubelet,omitempty"`
+	Setting int `json:"setting,omitempty"`
+	Rule    int `json:"rule"`
+	// Addressable is the most pods the node's ENIs can give addresses
+	// to; Recommended is EKS's recommended max pods (at most 110, or 250
+	// above 30 vCPUs).
+	Addressable int `json:"addressable"`
+	Recommended int `json:"recommended"`
+	// Problem says the value is above Addressable (Warning) or far below
+	// Recommended, and what to do.
+	Problem string `json:"problem,omitempty"`
+	Warning bool   `json:"warning,omitempty"`
 }
 
 // KubeState is what the agent's Kubernetes layer knows, for /v1/status,
@@ -139,6 +197,9 @@ type KubeState struct {
 	Mismatch string `json:"nameMismatch,omitempty"`
 	// Pods is how many of this node's pods the watch holds.
 	Pods int `json:"pods"`
+	// MaxPods is the kubelet's max pods, the Node's status.capacity.pods;
+	// 0 until the Node is found or while the kubelet has not said.
+	MaxPods int `json:"maxPods,omitempty"`
 	// StartupTaint says what became of VPCNET_STARTUP_TAINT; TaintRemoved
 	// is true once it is off the Node, or when there is none to remove.
 	StartupTaint string         `json:"startupTaint"`

@@ -42,8 +42,10 @@ type PlanConfig struct {
 	// addresses and the derived max pods leaves it out.
 	CustomNetworking bool
 	// MaxPods is the node's max pods (kubelet). The pool never grows past
-	// what this many pods can use. 0 derives it the way aws-node's
-	// eni-max-pods table does: ENIs × (IPv4PerENI−1) + 2.
+	// what this many pods can use. 0 derives the most the ENIs can
+	// address: ENIs × (IPv4PerENI−1) + 2 (aws-node's eni-max-pods), × 16
+	// per slot with prefix delegation. The agent passes the kubelet's
+	// value, MAX_PODS or EKS's rule (limits.DefaultMaxPods).
 	MaxPods int
 	// ENIGracePeriod: an ENI younger than this is never detached, so an
 	// ENI attached for a burst is not torn down before the burst lands.

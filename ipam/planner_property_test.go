@@ -165,7 +165,7 @@ func checkPlanRules(t *testing.T, i int, s Snapshot, cfg PlanConfig, lim Limits,
 		if cfg.CustomNetworking {
 			podENIs--
 		}
-		maxPods = podENIs*(lim.IPv4PerENI-1) + 2
+		maxPods = podENIs*(lim.IPv4PerENI-1)*size + 2
 	}
 	// Never a whole block past max pods.
 	if got := poolOf(s, bits).total + addedBlocks*size; got >= maxPods+size {

@@ -100,7 +100,9 @@ func newPlanner(s Snapshot, cfg PlanConfig, lim Limits, now time.Time) *planner 
 		if cfg.CustomNetworking {
 			podENIs--
 		}
-		p.maxPods = podENIs*lim.MaxSecondaryIPsPerENI() + 2
+		// Every address the pod ENIs can hold, in blocks of the kind in
+		// use: with prefixes 16 per slot, not 1 (issue 12).
+		p.maxPods = podENIs*p.slots*p.blockSize + 2
 	}
 	for i := range s.ENIs {
 		p.enis[i] = p.scanENI(&s.ENIs[i])

@@ -242,6 +242,9 @@ func (c *Client) State() agent.KubeState {
 	}
 	if c.node != nil {
 		st.Node = c.node.Name
+		// The kubelet's --max-pods (or its config's maxPods), as it
+		// reports it; absent until the kubelet has posted its status.
+		st.MaxPods = int(c.node.Status.Capacity.Pods().Value())
 	}
 	if c.pods != nil {
 		st.Pods = len(c.pods.ListKeys())

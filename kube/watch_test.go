@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -114,5 +115,29 @@ func TestAnotherNodeSeenByTheWatchIsIgnored(t *testing.T) {
 	st := h.waitFor(t, "saw this Node's update", func(st agent.KubeState) bool { return strings.Contains(st.StartupTaint, "until the agent is ready") })
 	if st.Node != me || st.ENIConfig.Name != "us-west-2a" || st.ENIConfig.Subnet != "subnet-a" {
 		t.Fatalf("state follows another Node: node %s, ENIConfig %s (%s)", st.Node, st.ENIConfig.Name, st.ENIConfig.Subnet)
+	}
+}
+
+func TestTheKubeletsMaxPodsIsReadFromTheNodeAndFollowed(t *testing.T) {
+	const me = "ip-10-0-0-5.us-west-2.compute.internal"
+	cs := fake.NewClientset(newNode(me, ourProviderID, withPods(29)))
+	h := start(t, Options{NodeName: me}, cs, nil)
+	h.waitFor(t, "the kubelet's max pods", func(st agent.KubeState) bool { return st.MaxPods == 29 })
+
+	// The kubelet restarted with prefix delegation's value.
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), me, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPods(110)(n)
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, "the kubelet's new max pods", func(st agent.KubeState) bool { return st.MaxPods == 110 })
+}
+
+func withPods(n int64) func(*corev1.Node) {
+	return func(node *corev1.Node) {
+		node.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(n, resource.DecimalSI)}
 	}
 }

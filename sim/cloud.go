@@ -52,8 +52,10 @@ type Cloud struct {
 
 	throttle *throttle
 	faults   *faults
-	events   *broker
-	tokens   *imdsTokens
+	// roles are the instances' IAM roles, fixed at start.
+	roles  map[string]role
+	events *broker
+	tokens *imdsTokens
 
 	// mu guards everything below: the model of the region.
 	mu            sync.Mutex
@@ -98,6 +100,7 @@ func NewCloud(t *Topology, opts Options) (*Cloud, error) {
 		detachDelay:  time.Duration(t.DetachDelay),
 		imdsLag:      time.Duration(t.IMDSLag),
 		throttle:     newThrottle(t.Throttle),
+		roles:        rolesByInstance(t),
 		faults:       newFaults(seed, t.Faults),
 		events:       newBroker(),
 		tokens:       newIMDSTokens(),

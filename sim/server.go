@@ -108,6 +108,10 @@ func (c *Cloud) serveEC2(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 	r := &request{ctx: hr.Context(), action: action, params: fields{v: hr.Form}, id: reqID}
+	if denied := c.authorize(hr, action, r.params); denied != nil {
+		fail(denied)
+		return
+	}
 	if dry, _, _ := r.params.boolOpt("DryRun"); dry {
 		fail(errorf(codeDryRunOperation, "%s", defaultMessage(codeDryRunOperation)))
 		return

@@ -26,6 +26,10 @@ type Topology struct {
 	IMDSLag        Duration             `json:"imdsLag,omitempty"`
 	Throttle       ThrottleSpec         `json:"throttle,omitempty"`
 	Faults         map[string]FaultSpec `json:"faults,omitempty"`
+	// Roles are IAM roles by name; an instance names its own. A request
+	// signed with an instance ID as its access key ID is that instance's
+	// (see roles.go).
+	Roles map[string]RoleSpec `json:"roles,omitempty"`
 	// AddressOrder is how free addresses are picked: "sequential" (lowest
 	// first, the default) or "random" (seeded, scattering addresses over
 	// the subnet the way EC2 does, which fragments it for prefixes).
@@ -68,6 +72,18 @@ type InstanceSpec struct {
 	PrivateIP      string            `json:"privateIp,omitempty"`
 	SecurityGroups []string          `json:"securityGroups,omitempty"`
 	Tags           map[string]string `json:"tags,omitempty"`
+	// Role names the instance's IAM role in Roles; empty allows every
+	// action.
+	Role string `json:"role,omitempty"`
+}
+
+// RoleSpec is an IAM role as the emulator models it: every EC2 action is
+// allowed but those it denies.
+type RoleSpec struct {
+	// Deny lists EC2 actions (CreateNetworkInterface, CreateTags, ...)
+	// the role may not call: EC2 answers UnauthorizedOperation, with or
+	// without DryRun.
+	Deny []string `json:"deny,omitempty"`
 }
 
 // ThrottleSpec configures the account-wide request token buckets. Every

@@ -104,6 +104,9 @@ func (t *Topology) validate() error {
 				return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: security group %s is not defined in securityGroups", in.ID, g))
 			}
 		}
+		if _, ok := t.Roles[in.Role]; in.Role != "" && !ok {
+			return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: role %q is not defined in roles", in.ID, in.Role))
+		}
 		if in.PrivateIP != "" {
 			if _, err := netip.ParseAddr(in.PrivateIP); err != nil {
 				return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: privateIp: %w", in.ID, err))
@@ -124,6 +127,13 @@ func (t *Topology) validate() error {
 		}
 		if err := f.Fault().validate(); err != nil {
 			return at("faults."+action, fmt.Errorf("faults.%s: %w", action, err))
+		}
+	}
+	for name, r := range t.Roles {
+		for _, action := range r.Deny {
+			if lookupAction(action) == nil {
+				return at("roles."+name, fmt.Errorf("roles.%s: deny: no such action %q (want one the emulator serves, e.g. DeleteNetworkInterface)", name, action))
+			}
 		}
 	}
 	switch t.AddressOrder {

@@ -47,7 +47,9 @@ func (n *Node) cniCacheDir() string { return filepath.Join(n.Dir, "cni-cache") }
 func (n *Node) agentEnv() []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
-		"AWS_ACCESS_KEY_ID=sim", "AWS_SECRET_ACCESS_KEY=sim",
+		// The instance ID as access key: the local cloud applies the
+		// instance's role (its topology's roles) to the agent's calls.
+		"AWS_ACCESS_KEY_ID=" + n.ID, "AWS_SECRET_ACCESS_KEY=sim",
 		"VPCNET_EC2_ENDPOINT=http://" + fabric.EC2Address,
 		"CLUSTER_NAME=vpcnet-sim",
 		"VPCNET_SOCKET=" + n.socket(),

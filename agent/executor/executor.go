@@ -39,6 +39,8 @@ type Cloud interface {
 	AssignPrefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
 	UnassignAddresses(ctx context.Context, eniID string, addrs []netip.Addr) error
 	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+	// DryRun asks whether the credentials may call action (nil: yes).
+	DryRun(ctx context.Context, action string, t cloud.DryRunTarget) error
 }
 
 var _ Cloud = (*cloud.Client)(nil)
@@ -68,6 +70,9 @@ type NodeNet struct {
 	ExternalSNAT     bool
 	RandomizeSNAT    string
 	MTU              int
+	// DenyPodIMDS drops pods' packets to the instance metadata service
+	// (VPCNET_POD_IMDS=deny).
+	DenyPodIMDS bool
 }
 
 // ENINet is one secondary ENI as the host sees it.

@@ -161,6 +161,10 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.dur.onPersisted(ev, now)
 	case ENIConfigUpdate:
 		n.custom.onENIConfig(ev)
+	case MaxPodsUpdate:
+		if ev.MaxPods > 0 {
+			n.cloud.plan.MaxPods = ev.MaxPods
+		}
 	case ResyncResult:
 		n.cloud.onResync(ev, now)
 	case HostResult:

@@ -163,3 +163,34 @@ func TestAnENIFoundAttachedWithoutDeleteOnTerminationGetsItUntilEC2Confirms(t *t
 		t.Fatalf("ENIs still without DeleteOnTermination: %v", v.PendingDOT)
 	}
 }
+
+// Issue 12: the kubelet's max pods arrives after start and lifts the cap
+// the pool grew to.
+func TestMaxPodsUpdateMovesTheCapOnGrowth(t *testing.T) {
+	cfg := testConfig()
+	cfg.Plan.MaxPods = 2
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	for i := range 3 {
+		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: string(rune('a' + i)), IfName: "eth0"}})
+	}
+	jobs, _ := drain(t, n, t0)
+	if j, ok := find(jobs, isAttach); ok {
+		t.Fatalf("attach past max pods 2: %v", j)
+	}
+	if v := n.View(t0); v.Shortfall.Limit != ipam.MaxPodsLimit || v.Shortfall.Max != 2 {
+		t.Fatalf("shortfall = %s, want max pods (2)", v.Shortfall)
+	}
+	n.Step(t0, MaxPodsUpdate{MaxPods: 0}) // ignored
+	if jobs, _ := drain(t, n, t0); len(jobs) != 0 {
+		t.Fatalf("max pods 0 changed the plan: %v", jobs)
+	}
+	n.Step(t0, MaxPodsUpdate{MaxPods: 110})
+	jobs, _ = drain(t, n, t0)
+	if _, ok := find(jobs, isAttach); !ok {
+		t.Fatalf("no attach once max pods is 110; jobs %v", jobs)
+	}
+}

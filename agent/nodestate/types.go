@@ -133,6 +133,13 @@ type ENIConfigUpdate struct {
 	SecurityGroups []string
 }
 
+// MaxPodsUpdate is the node's max pods as the shell last learned it (the
+// kubelet's, MAX_PODS or the EKS rule): the pool never grows past what
+// this many pods can use. Values below 1 are ignored.
+type MaxPodsUpdate struct {
+	MaxPods int
+}
+
 // ResyncResult is what EC2 says is attached to the instance.
 type ResyncResult struct {
 	JobID   uint64
@@ -198,6 +205,7 @@ func (Tick) event()            {}
 func (ResyncNow) event()       {}
 func (Persisted) event()       {}
 func (ENIConfigUpdate) event() {}
+func (MaxPodsUpdate) event()   {}
 func (ResyncResult) event()    {}
 func (HostResult) event()      {}
 func (ActionResult) event()    {}

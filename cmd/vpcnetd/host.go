@@ -23,7 +23,7 @@ func (h host) Setup(ctx context.Context, n agent.NodeNet) error {
 	return h.dp.SetupHost(ctx, dataplane.HostConfig{
 		PrimaryMAC: mac, PrimaryIP: n.PrimaryIP, VPCCIDRs: n.VPCCIDRs,
 		ExcludeSNATCIDRs: n.ExcludeSNATCIDRs, ExternalSNAT: n.ExternalSNAT, MTU: n.MTU,
-		SNATPorts: dataplane.SNATPorts(n.RandomizeSNAT),
+		SNATPorts: dataplane.SNATPorts(n.RandomizeSNAT), DenyPodIMDS: n.DenyPodIMDS,
 	})
 }
 

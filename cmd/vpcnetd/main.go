@@ -28,7 +28,7 @@ func main() {
 	if code, done := commandLine(os.Args[1:], os.Stdout, os.Stderr); done {
 		os.Exit(code)
 	}
-	cfg, err := config.Load(os.LookupEnv)
+	cfg, err := config.LoadEnviron(os.Environ())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vpcnetd:", err)
 		os.Exit(2)
@@ -72,7 +72,14 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("leaked-ENI collector: %w", err)
 		}
-		go gc.Run(ctx)
+		// Only once the IAM preflight has found the collector's actions
+		// permitted: without them it runs not at all rather than fail
+		// every pass (the preflight names what to add).
+		go func() {
+			if a.Permitted(ctx, agent.FeatureLeakedENIs) {
+				gc.Run(ctx)
+			}
+		}()
 	}
 	return a.Run(ctx)
 }
