@@ -68,6 +68,27 @@ type InstanceSpec struct {
 	PrivateIP      string            `json:"privateIp,omitempty"`
 	SecurityGroups []string          `json:"securityGroups,omitempty"`
 	Tags           map[string]string `json:"tags,omitempty"`
+	// Interfaces are attached at launch besides the primary ENI, as a
+	// launch template or another controller does before any agent
+	// starts: EFA interfaces on other network cards, a trunk, an ENI
+	// tagged no_manage.
+	Interfaces []InterfaceSpec `json:"interfaces,omitempty"`
+}
+
+// InterfaceSpec is one interface attached to an instance at launch.
+type InterfaceSpec struct {
+	// Type is EC2's InterfaceType: interface (the default), efa,
+	// efa-only (which has no IP address) or trunk.
+	Type string `json:"type,omitempty"`
+	// NetworkCard and DeviceIndex place the attachment; card 0 device 0
+	// is the primary ENI's.
+	NetworkCard int `json:"networkCard,omitempty"`
+	DeviceIndex int `json:"deviceIndex"`
+	// Subnet defaults to the instance's; it must be in the same zone.
+	Subnet string `json:"subnet,omitempty"`
+	// SecondaryAddresses is how many secondary addresses it holds.
+	SecondaryAddresses int               `json:"secondaryAddresses,omitempty"`
+	Tags               map[string]string `json:"tags,omitempty"`
 }
 
 // ThrottleSpec configures the account-wide request token buckets. Every
