@@ -54,6 +54,8 @@ type Node struct {
 	planner planner
 	results results
 	custom  custom
+	// unmanaged are the interfaces attached that are not vpcnet's.
+	unmanaged unmanaged
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -84,6 +86,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	n.host.init()
 	n.jobs.init()
 	n.cloud.init(cfg.Plan, boot.Devices)
+	n.unmanaged.set(n, boot.Unmanaged)
 	n.ckAddrs = make(map[netip.Addr]bool, len(boot.Checkpoint.Entries))
 	for _, e := range boot.Checkpoint.Entries {
 		n.ckAddrs[e.Addr] = true

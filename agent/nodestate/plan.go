@@ -59,7 +59,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
-	return ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
+	return ipam.Plan(snap, n.cloud.plan, n.limits(), now)
 }
 
 // countRestartCoolingAsFree: addresses cooling only because the agent
