@@ -174,7 +174,7 @@ func (pt *views) statusView(ctx context.Context) any {
 	}
 	b := a.info()
 	sv.LimitsSource, sv.InstanceID, sv.InstanceType = b.limitsSource, b.self.InstanceID, b.self.InstanceType
-	sv.MaxENIs, sv.IPv4PerENI = a.maxENIs(), b.limits.IPv4PerENI
+	sv.MaxENIs, sv.IPv4PerENI = min(a.maxENIs(), v.MaxENIs), b.limits.IPv4PerENI
 	st := v.Stats
 	sv.Addresses = ipamCounts{Total: st.Total, Assigned: st.Assigned, Cooling: st.Cooling, Free: st.Free}
 	sv.Waiting, sv.LastReconcile, sv.LastEC2Error, sv.ReleaseHold, sv.Reclaimed = v.Waiting, v.LastPlan, v.LastEC2Err, v.ReleaseHold, v.Reclaimed
@@ -201,6 +201,9 @@ func (pt *views) statusView(ctx context.Context) any {
 	}
 	for _, ip := range v.Quarantined {
 		sv.Quarantined = append(sv.Quarantined, ip.String())
+	}
+	for _, u := range v.Unmanaged {
+		sv.Unmanaged = append(sv.Unmanaged, introspect.UnmanagedInterface{ID: u.ID, NetworkCard: u.NetworkCard, DeviceIndex: u.DeviceIndex, Reason: u.Reason})
 	}
 	for _, e := range v.Stale {
 		sv.StaleEntries = append(sv.StaleEntries, holdOf(ipam.Assignment{Key: e.Key, Pod: e.Pod, Addr: e.Addr, AssignedAt: e.AssignedAt}))

@@ -164,8 +164,8 @@ func (pt *starter) bootNode(ctx context.Context, x *executor.Executor) (*nodesta
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
 	if err := a.starter.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
-		var err error
-		boot.ENIs, boot.Devices, err = x.Attached(ctx, nil)
+		at, err := x.Attached(ctx, nil)
+		boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
 		return err
 	}); err != nil {
 		return nil, err

@@ -38,6 +38,10 @@ type ENI struct {
 	AvailabilityZone string
 	MAC              string
 	Description      string
+	// InterfaceType is EC2's: "interface" for an ordinary ENI, or "efa",
+	// "efa-only", "trunk", "branch" and the types of AWS-managed
+	// interfaces. Empty is an ordinary ENI.
+	InterfaceType string
 	// Attachment is nil when the ENI is not attached.
 	Attachment     *Attachment
 	PrimaryIP      netip.Addr
@@ -49,9 +53,12 @@ type ENI struct {
 
 // Attachment is an ENI's attachment to an instance.
 type Attachment struct {
-	ID                  string
-	InstanceID          string
-	DeviceIndex         int
+	ID          string
+	InstanceID  string
+	DeviceIndex int
+	// NetworkCardIndex is the network card the ENI is attached through;
+	// 0 on instance types with one card.
+	NetworkCardIndex    int
 	State               string
 	DeleteOnTermination bool
 }
@@ -172,6 +179,7 @@ func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 		AvailabilityZone: aws.ToString(ni.AvailabilityZone),
 		MAC:              strings.ToLower(aws.ToString(ni.MacAddress)),
 		Description:      aws.ToString(ni.Description),
+		InterfaceType:    string(ni.InterfaceType),
 		Tags:             tagMap(ni.TagSet),
 	}
 	bad := func(what string, err error) (ENI, error) {
@@ -187,10 +195,15 @@ func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 		if err != nil {
 			return bad("attachment", err)
 		}
+		card := aws.ToInt32(a.NetworkCardIndex)
+		if card < 0 {
+			return bad("attachment", fmt.Errorf("network card index %d is negative", card))
+		}
 		e.Attachment = &Attachment{
 			ID:                  aws.ToString(a.AttachmentId),
 			InstanceID:          aws.ToString(a.InstanceId),
 			DeviceIndex:         dev,
+			NetworkCardIndex:    int(card),
 			State:               string(a.Status),
 			DeleteOnTermination: aws.ToBool(a.DeleteOnTermination),
 		}

@@ -33,15 +33,19 @@ type Self struct {
 	Primary Interface
 	// VPCCIDRs are all IPv4 CIDR blocks of the VPC (vpc-ipv4-cidr-blocks).
 	VPCCIDRs []netip.Prefix
-	// Interfaces are the ENIs IMDS shows now, Primary included, by device
-	// number.
+	// Interfaces are the ENIs IMDS shows now, Primary included, by
+	// network card, then device number. An efa-only interface (no
+	// address) is not among them.
 	Interfaces []Interface
 }
 
 // Interface is one ENI as IMDS shows it.
 type Interface struct {
-	MAC            string
-	DeviceNumber   int
+	MAC          string
+	DeviceNumber int
+	// NetworkCard is the network card the ENI is attached through
+	// (network-card; absent on types with one card, which is card 0).
+	NetworkCard    int
 	ID             string
 	SubnetID       string
 	SubnetCIDR     netip.Prefix
@@ -67,6 +71,9 @@ const (
 	maxIMDSAnswer = 64 << 10
 	// maxIMDSInterfaces bounds the MACs listed: each costs several calls.
 	maxIMDSInterfaces = 128
+	// maxNetworkCards bounds a network card index; the largest instance
+	// types have 32 cards.
+	maxNetworkCards = 255
 )
 
 // errIMDSNotFound marks an IMDS path that does not exist (HTTP 404).
@@ -159,7 +166,12 @@ func readSelf(ctx context.Context, get imdsGetter, log *slog.Logger) (Self, erro
 	if !found {
 		return Self{}, fmt.Errorf("IMDS gives the instance MAC %s but does not list it under network/interfaces/macs/", mac)
 	}
-	slices.SortFunc(s.Interfaces, func(a, b Interface) int { return a.DeviceNumber - b.DeviceNumber })
+	slices.SortFunc(s.Interfaces, func(a, b Interface) int {
+		if a.NetworkCard != b.NetworkCard {
+			return a.NetworkCard - b.NetworkCard
+		}
+		return a.DeviceNumber - b.DeviceNumber
+	})
 	return s, nil
 }
 
@@ -176,6 +188,17 @@ func imdsInterface(ctx context.Context, get imdsGetter, mac string) (Interface, 
 	}
 	if ifc.DeviceNumber, err = checkDeviceIndex(n); err != nil {
 		return Interface{}, fmt.Errorf("IMDS %sdevice-number: %w", base, err)
+	}
+	switch card, err := get(ctx, base+"network-card"); {
+	case isIMDSNotFound(err): // one card: card 0
+	case err != nil:
+		return Interface{}, err
+	default:
+		n, err := strconv.ParseInt(card, 10, 64)
+		if err != nil || n < 0 || n > maxNetworkCards {
+			return Interface{}, fmt.Errorf("IMDS %snetwork-card %s: not a network card index (0-%d)", base, quoteShort(card), maxNetworkCards)
+		}
+		ifc.NetworkCard = int(n)
 	}
 	if ifc.ID, err = getToken(ctx, get, base+"interface-id"); err != nil {
 		return Interface{}, err

@@ -79,7 +79,8 @@ func (f *Fabric) apply(ev sim.Event) error {
 }
 
 // attach makes the ENI a veth pair: the node end carries the ENI's MAC and
-// appears in the node as eth<device index>, down and unconfigured as a
+// appears in the node as eth<device index> (c<card>eth<device index> on
+// network cards other than 0), down and unconfigured as a
 // hot-plugged NIC does, except eth0, which the instance's OS configures at
 // boot.
 func (f *Fabric) attach(ev sim.Event) error {
@@ -94,6 +95,12 @@ func (f *Fabric) attach(ev sim.Event) error {
 	gw := netfacts.SubnetGateway(ev.SubnetCIDR)
 	w := &wiredENI{node: n, routerLink: fmt.Sprintf("n%de%d", n.index, ev.DeviceIndex), mac: mac}
 	nodeLink := fmt.Sprintf("eth%d", ev.DeviceIndex)
+	if ev.NetworkCardIndex != 0 {
+		// Device indexes count per network card: card 1 has its own
+		// device 0 (an EFA, usually), which must not take eth0's name.
+		w.routerLink = fmt.Sprintf("n%dc%de%d", n.index, ev.NetworkCardIndex, ev.DeviceIndex)
+		nodeLink = fmt.Sprintf("c%deth%d", ev.NetworkCardIndex, ev.DeviceIndex)
+	}
 	if old, err := f.router.nl.LinkByName(w.routerLink); err == nil {
 		_ = f.router.nl.LinkDel(old) // a stale wire from an earlier attachment
 	}
@@ -131,7 +138,7 @@ func (f *Fabric) attach(ev sim.Event) error {
 			return err
 		}
 	}
-	if ev.DeviceIndex == 0 && len(ev.Addresses) > 0 {
+	if ev.NetworkCardIndex == 0 && ev.DeviceIndex == 0 && len(ev.Addresses) > 0 {
 		if err := f.bootPrimary(n, nodeLink, netip.PrefixFrom(ev.Addresses[0], ev.SubnetCIDR.Bits()), gw); err != nil {
 			return err
 		}

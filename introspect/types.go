@@ -87,7 +87,10 @@ type Status struct {
 	// LimitsSource says where MaxENIs and IPv4PerENI came from: the
 	// generated table, EC2's DescribeInstanceTypes, or observed on the
 	// node because the type is unknown (DESIGN.md story 1).
-	LimitsSource  string    `json:"limitsSource,omitempty"`
+	LimitsSource string `json:"limitsSource,omitempty"`
+	// MaxENIs is how many ENIs the pool may use: the type's limit on
+	// network card 0, lowered by MAX_ENI and by the unmanaged interfaces
+	// on that card.
 	MaxENIs       int       `json:"maxEnis"`
 	IPv4PerENI    int       `json:"ipv4PerEni"`
 	Addresses     Counts    `json:"addresses"`
@@ -119,6 +122,10 @@ type Status struct {
 	// IAM is what the start-up DryRun probes found the node's role may
 	// call.
 	IAM IAMStatus `json:"iam"`
+	// Unmanaged are the interfaces attached to the instance that vpcnet
+	// leaves alone (trunk, EFA, other network cards, no_manage); those on
+	// network card 0 take ENI slots from the pool.
+	Unmanaged []UnmanagedInterface `json:"unmanagedInterfaces,omitempty"`
 }
 
 // IAMStatus is the IAM preflight: each EC2 action the enabled features
@@ -171,6 +178,14 @@ type MaxPods struct {
 	// Recommended, and what to do.
 	Problem string `json:"problem,omitempty"`
 	Warning bool   `json:"warning,omitempty"`
+}
+
+// UnmanagedInterface is an attached interface that is not vpcnet's.
+type UnmanagedInterface struct {
+	ID          string `json:"id"`
+	NetworkCard int    `json:"networkCard"`
+	DeviceIndex int    `json:"deviceIndex"`
+	Reason      string `json:"reason"`
 }
 
 // KubeState is what the agent's Kubernetes layer knows, for /v1/status,

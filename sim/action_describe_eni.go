@@ -88,7 +88,7 @@ func (c *Cloud) eniAttr(e *eni, name string) []string {
 	case "owner-id":
 		return []string{c.accountID}
 	case "interface-type":
-		return []string{"interface"}
+		return []string{e.interfaceType}
 	case "group-id":
 		return e.groups
 	case "private-ip-address", "addresses.private-ip-address":

@@ -38,6 +38,13 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 	}
 	groups := p.list("SecurityGroupId")
 	token := p.get("ClientToken")
+	itype, err := parseInterfaceType(p.get("InterfaceType"))
+	if err != nil {
+		return nil, err
+	}
+	if itype == interfaceEFAOnly && (primary.IsValid() || req.slots() > 0) {
+		return nil, errorf(codeInvalidParameterCombination, "An efa-only network interface has no IP addresses; do not specify private IPv4 addresses or prefixes.")
+	}
 	resp := &createENIResponse{RequestID: r.id, ClientToken: token}
 	err = c.update(func(now time.Time) error {
 		fp := fingerprint(p.v)
@@ -64,16 +71,21 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 		if n := 1 + req.slots(); n > maxSlotsUnattached {
 			return errorf(codePrivateIPLimitExceeded, "Number of private addresses will exceed limit: %d requested, an ENI holds at most %d.", n, maxSlotsUnattached)
 		}
-		g := &grab{sn: sn}
-		addrs, prefixes, err := takeForCreate(g, primary, req)
-		if err != nil {
-			g.undo()
-			return err
+		var addrs []netip.Addr
+		var prefixes []netip.Prefix
+		if itype != interfaceEFAOnly {
+			g := &grab{sn: sn}
+			var err error
+			addrs, prefixes, err = takeForCreate(g, primary, req)
+			if err != nil {
+				g.undo()
+				return err
+			}
+			primary = addrs[0]
+			addrs = addrs[1:]
 		}
-		primary = addrs[0]
-		addrs = addrs[1:]
 		e := c.newENILocked(sn, primary, groups, p.get("Description"))
-		e.secondaries, e.prefixes = addrs, prefixes
+		e.secondaries, e.prefixes, e.interfaceType = addrs, prefixes, itype
 		for _, t := range tags {
 			e.tags[t.key] = t.value
 		}
@@ -87,6 +99,31 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// EC2's interface types (NetworkInterface.InterfaceType) that
+// CreateNetworkInterface makes; "interface" is the ordinary ENI.
+const (
+	interfaceNormal  = "interface"
+	interfaceEFA     = "efa"
+	interfaceEFAOnly = "efa-only"
+	interfaceTrunk   = "trunk"
+)
+
+// parseInterfaceType reads CreateNetworkInterface's InterfaceType
+// (NetworkInterfaceCreationType); absent is an ordinary ENI. Branch
+// interfaces belong to a trunk and its owner (the VPC resource
+// controller); the emulator does not model them.
+func parseInterfaceType(s string) (string, error) {
+	switch s {
+	case "":
+		return interfaceNormal, nil
+	case interfaceEFA, interfaceEFAOnly, interfaceTrunk:
+		return s, nil
+	case "branch":
+		return "", errorf(codeInvalidParameterValue, "Value (branch) for parameter InterfaceType is not supported by the emulator: branch interfaces belong to a trunk's owner.")
+	}
+	return "", errorf(codeInvalidParameterValue, "Value (%s) for parameter InterfaceType is invalid. Expecting one of: efa, efa-only, trunk.", s)
 }
 
 // takeForCreate grabs a new ENI's addresses, named ones first; the

@@ -104,8 +104,12 @@ func (c *Cloud) imdsFilesLocked(in *instance) map[string]string {
 		f[dir+"interface-id"] = e.id
 		f[dir+"mac"] = e.mac
 		f[dir+"owner-id"] = c.accountID
-		f[dir+"local-ipv4s"] = strings.Join(ips, "\n")
-		f[dir+"local-hostname"] = c.privateDNS(e.primary.String())
+		// An efa-only interface has no IP address: IMDS has no
+		// local-ipv4s for it.
+		if len(ips) > 0 {
+			f[dir+"local-ipv4s"] = strings.Join(ips, "\n")
+			f[dir+"local-hostname"] = c.privateDNS(e.primary.String())
+		}
 		f[dir+"security-group-ids"] = strings.Join(e.groups, "\n")
 		f[dir+"security-groups"] = strings.Join(e.groups, "\n")
 		f[dir+"subnet-id"] = e.subnet.id

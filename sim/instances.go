@@ -26,11 +26,13 @@ type InterfaceInfo struct {
 	MAC              string
 	DeviceIndex      int
 	NetworkCardIndex int
-	Status           string // attaching, in-use or detaching
-	SubnetID         string
-	SubnetCIDR       netip.Prefix
-	Addresses        []netip.Addr // primary first
-	Prefixes         []netip.Prefix
+	// InterfaceType is EC2's: interface, efa, efa-only or trunk.
+	InterfaceType string
+	Status        string // attaching, in-use or detaching
+	SubnetID      string
+	SubnetCIDR    netip.Prefix
+	Addresses     []netip.Addr // primary first
+	Prefixes      []netip.Prefix
 }
 
 // Instances lists every instance in topology order.
@@ -69,6 +71,7 @@ func (c *Cloud) Interfaces(instanceID string) ([]InterfaceInfo, error) {
 				MAC:              e.mac,
 				DeviceIndex:      e.att.deviceIndex,
 				NetworkCardIndex: e.att.cardIndex,
+				InterfaceType:    e.interfaceType,
 				Status:           e.status,
 				SubnetID:         e.subnet.id,
 				SubnetCIDR:       e.subnet.cidr,
@@ -129,6 +132,9 @@ func (c *Cloud) launch(spec InstanceSpec, now time.Time) error {
 	}
 	c.attachments[e.att.id] = e
 	in.primaryENI = e
+	if err := c.attachAtLaunchLocked(in, spec.Interfaces, groups, now); err != nil {
+		return err
+	}
 	c.instances[in.id] = in
 	c.instanceOrder = append(c.instanceOrder, in)
 	return nil
@@ -148,6 +154,7 @@ func (c *Cloud) newENILocked(sn *subnet, primary netip.Addr, groups []string, de
 		groups:          slices.Clone(groups),
 		tags:            map[string]string{},
 		status:          statusAvailable,
+		interfaceType:   "interface",
 		sourceDestCheck: true,
 	}
 	c.enis[e.id] = e

@@ -43,17 +43,20 @@ type instance struct {
 }
 
 type eni struct {
-	id              string
-	seq             int
-	subnet          *subnet
-	description     string
-	mac             string
-	primary         netip.Addr
-	secondaries     []netip.Addr
-	prefixes        []netip.Prefix
-	groups          []string
-	tags            map[string]string
-	status          string
+	id          string
+	seq         int
+	subnet      *subnet
+	description string
+	mac         string
+	primary     netip.Addr
+	secondaries []netip.Addr
+	prefixes    []netip.Prefix
+	groups      []string
+	tags        map[string]string
+	status      string
+	// interfaceType is EC2's InterfaceType: "interface" (an ordinary
+	// ENI), "efa", "efa-only" (no IP address at all) or "trunk".
+	interfaceType   string
 	att             *attachment // nil while available
 	sourceDestCheck bool
 }
@@ -84,11 +87,24 @@ func (e *eni) attachmentStatus() string {
 
 // slots is how many of the ENI's per-type address slots are used: the
 // primary address, each secondary address, and each /28 prefix.
-func (e *eni) slots() int { return 1 + len(e.secondaries) + len(e.prefixes) }
+func (e *eni) slots() int { return len(e.addresses()) + len(e.prefixes) }
 
-// addresses lists the primary address first, then the secondaries.
+// addresses lists the primary address first, then the secondaries. An
+// efa-only interface has none.
 func (e *eni) addresses() []netip.Addr {
+	if !e.primary.IsValid() {
+		return slices.Clone(e.secondaries)
+	}
 	return append([]netip.Addr{e.primary}, e.secondaries...)
+}
+
+// primaryString is the primary address as EC2 writes it, "" for an
+// interface without one (efa-only).
+func (e *eni) primaryString() string {
+	if !e.primary.IsValid() {
+		return ""
+	}
+	return e.primary.String()
 }
 
 // slotLimit is the most slots the ENI may use where it is now: its

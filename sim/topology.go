@@ -75,6 +75,11 @@ type InstanceSpec struct {
 	// Role names the instance's IAM role in Roles; empty allows every
 	// action.
 	Role string `json:"role,omitempty"`
+	// Interfaces are attached at launch besides the primary ENI, as a
+	// launch template or another controller does before any agent
+	// starts: EFA interfaces on other network cards, a trunk, an ENI
+	// tagged no_manage.
+	Interfaces []InterfaceSpec `json:"interfaces,omitempty"`
 }
 
 // RoleSpec is an IAM role as the emulator models it: every EC2 action is
@@ -84,6 +89,22 @@ type RoleSpec struct {
 	// the role may not call: EC2 answers UnauthorizedOperation, with or
 	// without DryRun.
 	Deny []string `json:"deny,omitempty"`
+}
+
+// InterfaceSpec is one interface attached to an instance at launch.
+type InterfaceSpec struct {
+	// Type is EC2's InterfaceType: interface (the default), efa,
+	// efa-only (which has no IP address) or trunk.
+	Type string `json:"type,omitempty"`
+	// NetworkCard and DeviceIndex place the attachment; card 0 device 0
+	// is the primary ENI's.
+	NetworkCard int `json:"networkCard,omitempty"`
+	DeviceIndex int `json:"deviceIndex"`
+	// Subnet defaults to the instance's; it must be in the same zone.
+	Subnet string `json:"subnet,omitempty"`
+	// SecondaryAddresses is how many secondary addresses it holds.
+	SecondaryAddresses int               `json:"secondaryAddresses,omitempty"`
+	Tags               map[string]string `json:"tags,omitempty"`
 }
 
 // ThrottleSpec configures the account-wide request token buckets. Every

@@ -112,6 +112,9 @@ func (t *Topology) validate() error {
 				return at(fmt.Sprintf("instances[%d]", i), fmt.Errorf("instance %s: privateIp: %w", in.ID, err))
 			}
 		}
+		if err := in.validateInterfaces(t, i); err != nil {
+			return err
+		}
 	}
 	for name, d := range map[string]Duration{"attachDelay": t.AttachDelay, "detachDelay": t.DetachDelay, "imdsLag": t.IMDSLag} {
 		if d < 0 {

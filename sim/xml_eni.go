@@ -82,6 +82,9 @@ func xmlGroups(ids []string) []xmlGroup {
 // privateDNS is the name EC2 gives an address in a Region other than
 // us-east-1.
 func (c *Cloud) privateDNS(a string) string {
+	if a == "" {
+		return ""
+	}
 	return "ip-" + dashed(a) + "." + c.region + ".compute.internal"
 }
 
@@ -123,10 +126,10 @@ func (c *Cloud) xmlENI(e *eni) xmlENI {
 		OwnerID:            c.accountID,
 		Status:             e.status,
 		MACAddress:         e.mac,
-		PrivateIPAddress:   e.primary.String(),
-		PrivateDNSName:     c.privateDNS(e.primary.String()),
+		PrivateIPAddress:   e.primaryString(),
+		PrivateDNSName:     c.privateDNS(e.primaryString()),
 		SourceDestCheck:    e.sourceDestCheck,
-		InterfaceType:      "interface",
+		InterfaceType:      e.interfaceType,
 		Groups:             xmlGroups(e.groups),
 		PrivateIPs:         c.xmlPrivateIPs(e),
 		Prefixes:           xmlPrefixes(e),

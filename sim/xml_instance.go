@@ -110,10 +110,10 @@ func (c *Cloud) xmlInstanceLocked(in *instance) xmlInstance {
 			OwnerID:            c.accountID,
 			Status:             e.status,
 			MACAddress:         e.mac,
-			PrivateIPAddress:   e.primary.String(),
-			PrivateDNSName:     c.privateDNS(e.primary.String()),
+			PrivateIPAddress:   e.primaryString(),
+			PrivateDNSName:     c.privateDNS(e.primaryString()),
 			SourceDestCheck:    e.sourceDestCheck,
-			InterfaceType:      "interface",
+			InterfaceType:      e.interfaceType,
 			Groups:             xmlGroups(e.groups),
 			Attachment: xmlInstanceAttachment{
 				AttachmentID:        e.att.id,

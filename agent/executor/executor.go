@@ -110,8 +110,8 @@ type Executor struct {
 func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 	switch job.Kind {
 	case nodestate.JobResync:
-		enis, devices, err := x.Attached(ctx, job.Known)
-		return nodestate.ResyncResult{JobID: job.ID, ENIs: enis, Devices: devices, Err: err}
+		at, err := x.Attached(ctx, job.Known)
+		return nodestate.ResyncResult{JobID: job.ID, ENIs: at.ENIs, Devices: at.Devices, Unmanaged: at.Unmanaged, Err: err}
 	case nodestate.JobHostCheck:
 		routed, err := x.Host.PodAddrs(ctx)
 		if err != nil {
@@ -131,33 +131,75 @@ func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 	panic(fmt.Sprintf("executor: unknown job kind %v", job.Kind))
 }
 
-// Attached lists the ENIs EC2 says are attached to the instance and ours
-// to use, with the host side of each new secondary one (not in known) set
-// up, and every device index taken on the instance.
-func (x *Executor) Attached(ctx context.Context, known []string) ([]nodestate.ENIInfo, []int, error) {
+// Attached is what EC2 says is attached to the instance.
+type Attached struct {
+	// ENIs are ours to use, by device index.
+	ENIs []nodestate.ENIInfo
+	// Devices are the device indexes taken on network card 0 (the only
+	// card vpcnet attaches to), by any ENI.
+	Devices []int
+	// Unmanaged are the interfaces vpcnet leaves alone.
+	Unmanaged []nodestate.UnmanagedENI
+}
+
+// Attached lists the ENIs EC2 says are attached to the instance: ours to
+// use, with the host side of each new secondary one (not in known) set
+// up; the device indexes taken on network card 0; and the interfaces
+// that are not vpcnet's, which are never set up.
+func (x *Executor) Attached(ctx context.Context, known []string) (Attached, error) {
 	enis, err := x.Cloud.ListENIs(ctx, cloud.ENIFilter{InstanceID: x.InstanceID})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list ENIs attached to %s: %w", x.InstanceID, err)
+		return Attached{}, fmt.Errorf("list ENIs attached to %s: %w", x.InstanceID, err)
 	}
-	var out []nodestate.ENIInfo
-	var devices []int
+	var out Attached
 	for _, e := range enis {
 		if e.Attachment == nil || e.Attachment.InstanceID != x.InstanceID {
 			continue
 		}
-		devices = append(devices, e.Attachment.DeviceIndex)
-		if e.Attachment.State != cloud.AttachmentAttached || e.Tags[TagNoManage] == "true" {
+		if e.Attachment.NetworkCardIndex == 0 {
+			out.Devices = append(out.Devices, e.Attachment.DeviceIndex)
+		}
+		if why := UnmanagedReason(e); why != "" {
+			out.Unmanaged = append(out.Unmanaged, nodestate.UnmanagedENI{ID: e.ID, NetworkCard: e.Attachment.NetworkCardIndex,
+				DeviceIndex: e.Attachment.DeviceIndex, Reason: why})
+			continue
+		}
+		if e.Attachment.State != cloud.AttachmentAttached {
 			continue
 		}
 		info, err := x.info(ctx, e, !slices.Contains(known, e.ID))
 		if err != nil {
-			return nil, nil, err
+			return Attached{}, err
 		}
-		out = append(out, info)
+		out.ENIs = append(out.ENIs, info)
 	}
-	slices.SortFunc(out, func(a, b nodestate.ENIInfo) int { return a.DeviceIndex - b.DeviceIndex })
-	slices.Sort(devices)
-	return out, devices, nil
+	slices.SortFunc(out.ENIs, func(a, b nodestate.ENIInfo) int { return a.DeviceIndex - b.DeviceIndex })
+	slices.SortFunc(out.Unmanaged, func(a, b nodestate.UnmanagedENI) int {
+		if a.NetworkCard != b.NetworkCard {
+			return a.NetworkCard - b.NetworkCard
+		}
+		return a.DeviceIndex - b.DeviceIndex
+	})
+	slices.Sort(out.Devices)
+	return out, nil
+}
+
+// UnmanagedReason says why an attached interface is not vpcnet's to use,
+// or "" when it is: the Amazon VPC CNI's rules. A trunk belongs to the
+// VPC resource controller (security groups for pods), EFA and efa-only
+// interfaces to the workloads that use them, interfaces on network cards
+// other than 0 to whoever put them there (vpcnet attaches to card 0
+// only), and a no_manage tag is the operator's opt-out.
+func UnmanagedReason(e cloud.ENI) string {
+	switch {
+	case e.Tags[TagNoManage] == "true":
+		return "tagged " + TagNoManage + "=true"
+	case e.InterfaceType != "" && e.InterfaceType != "interface":
+		return "interface type " + e.InterfaceType
+	case e.Attachment != nil && e.Attachment.NetworkCardIndex != 0:
+		return fmt.Sprintf("on network card %d", e.Attachment.NetworkCardIndex)
+	}
+	return ""
 }
 
 // info turns an attached ENI into what the machine adopts; a new secondary
@@ -316,6 +358,11 @@ func (x *Executor) confirmAttached(ctx context.Context, eniID string) (cloud.ENI
 	}
 	if len(enis) != 1 || enis[0].Attachment == nil || enis[0].Attachment.InstanceID != x.InstanceID {
 		return cloud.ENI{}, fmt.Errorf("%s: %w", eniID, errNotAttached)
+	}
+	if why := UnmanagedReason(enis[0]); why != "" {
+		// Never release from or detach an interface that is not ours,
+		// whatever the machine believes.
+		return cloud.ENI{}, fmt.Errorf("%s is not vpcnet's (%s): %w", eniID, why, errNotAttached)
 	}
 	return enis[0], nil
 }

@@ -168,6 +168,7 @@ func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	for _, d := range ev.Devices {
 		n.cloud.devices[d] = true
 	}
+	n.unmanaged.set(n, ev.Unmanaged)
 	attached := make(map[string]ENIInfo, len(ev.ENIs))
 	for _, e := range ev.ENIs {
 		attached[e.ID] = e

@@ -55,6 +55,8 @@ type Node struct {
 	results results
 	custom  custom
 	burst   burst
+	// unmanaged are the interfaces attached that are not vpcnet's.
+	unmanaged unmanaged
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -85,6 +87,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	n.host.init()
 	n.jobs.init()
 	n.cloud.init(cfg.Plan, boot.Devices)
+	n.unmanaged.set(n, boot.Unmanaged)
 	n.ckAddrs = make(map[netip.Addr]bool, len(boot.Checkpoint.Entries))
 	for _, e := range boot.Checkpoint.Entries {
 		n.ckAddrs[e.Addr] = true

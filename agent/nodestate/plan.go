@@ -61,16 +61,16 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	}
 	ahead := n.burst.anticipated(now, len(n.reqs.waiters))
 	if ahead == 0 {
-		return ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
+		return ipam.Plan(snap, n.cloud.plan, n.planner.limits(), now)
 	}
 	real := snap.Waiting
 	snap.Waiting += ahead
-	acts, short := ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
+	acts, short := ipam.Plan(snap, n.cloud.plan, n.planner.limits(), now)
 	if short.Missing > 0 {
 		// A limit stops the growth: what the pods are told must be about
 		// the Adds that exist, not the ones expected.
 		snap.Waiting = real
-		_, short = ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
+		_, short = ipam.Plan(snap, n.cloud.plan, n.planner.limits(), now)
 	}
 	return acts, short
 }

@@ -71,10 +71,12 @@ type Boot struct {
 	// file): then nothing cools down at start, unless the host routes it.
 	CheckpointMissing bool
 	ENIs              []ENIInfo
-	// Devices are the device indexes taken on the instance, by any ENI
+	// Devices are the device indexes taken on network card 0, by any ENI
 	// (ours or not).
 	Devices []int
-	Routed  []Route
+	// Unmanaged are the attached interfaces vpcnet leaves alone.
+	Unmanaged []UnmanagedENI
+	Routed    []Route
 }
 
 // Route is an address the host routes to a pod, and the host veth it
@@ -142,10 +144,11 @@ type MaxPodsUpdate struct {
 
 // ResyncResult is what EC2 says is attached to the instance.
 type ResyncResult struct {
-	JobID   uint64
-	ENIs    []ENIInfo
-	Devices []int
-	Err     error
+	JobID     uint64
+	ENIs      []ENIInfo
+	Devices   []int
+	Unmanaged []UnmanagedENI
+	Err       error
 }
 
 // HostResult is the host's pod routes.

@@ -49,6 +49,11 @@ type View struct {
 	PendingDOT []string
 	// Growing says EC2 is being asked for more addresses right now.
 	Growing bool
+	// Unmanaged are the attached interfaces vpcnet leaves alone.
+	Unmanaged []UnmanagedENI
+	// MaxENIs is the instance's ENI limit on network card 0 less the
+	// slots unmanaged interfaces hold: what the pool may attach.
+	MaxENIs int
 }
 
 // growing says an assign or attach is under way.
@@ -79,6 +84,8 @@ func (n *Node) View(now time.Time) View {
 		ENIConfigOK:       n.cloud.eniCfgOK,
 		ENIConfigMessage:  n.cloud.eniCfgMsg,
 		InFlight:          len(n.jobs.inFlight),
+		Unmanaged:         slices.Clone(n.unmanaged.enis),
+		MaxENIs:           n.planner.limits().MaxENIs,
 	}
 	for _, e := range n.pool.ENIs() {
 		m := n.meta[e.ID]

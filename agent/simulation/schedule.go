@@ -205,7 +205,9 @@ func (r *run) boot() error {
 	x := &executor.Executor{Cloud: r.client, Host: r.host, InstanceID: instanceID, Self: self, ENIMTU: 9001}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
 	for try := 0; ; try++ {
-		boot.ENIs, boot.Devices, err = x.Attached(r.ctx, nil)
+		var at executor.Attached
+		at, err = x.Attached(r.ctx, nil)
+		boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
 		if err == nil {
 			break
 		}
