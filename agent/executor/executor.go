@@ -259,7 +259,10 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, attachmentID string, dot bool, err error) {
 	in := cloud.CreateENIInput{
 		SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups,
-		Description: "vpcnet pod addresses for " + x.InstanceID, Tags: x.Tags,
+		// The device index makes creates started at the same instant for
+		// different devices differ: the ClientToken is derived from the
+		// input, and two equal inputs would be answered with one ENI.
+		Description: fmt.Sprintf("vpcnet pod addresses for %s, device %d", x.InstanceID, dev), Tags: x.Tags,
 	}
 	if act.Prefixes {
 		in.Prefixes = act.Count
