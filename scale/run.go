@@ -61,6 +61,7 @@ var Scenarios = []Scenario{
 	{Name: "scale-up", Summary: "warm nodes go from 0 pods to TotalPods at once", Nodes: 500, TotalPods: 23000, play: playScaleUp},
 	{Name: "restart", Summary: "every agent restarts at once with its pods in place; each node gets one new pod", Nodes: 1000, PodsPerNode: 30, play: playRestart},
 	{Name: "churn", Summary: "pod churn on nodes whose subnet is nearly full", Nodes: 200, PodsPerNode: 20, play: playChurn},
+	{Name: "bursts", Summary: "bursts of pods a minute and a half apart, each gone 30 s later, for the churn time", Nodes: 100, PodsPerNode: 20, play: playBursts},
 	{Name: "steady", Summary: "an idle cluster for an hour: what each node spends doing nothing", Nodes: 1000, PodsPerNode: 30, play: playSteady},
 }
 
@@ -406,6 +407,31 @@ func playChurn(r *run) {
 	r.advanceTo(end)
 	// Pods on nodes that cannot grow may never get an address.
 	r.untilPods(5 * time.Minute)
+}
+
+// playBursts: every node idles with its warm pool; every 90 s each node
+// gets PodsPerNode pods, deleted 30 s after they have addresses. A pool
+// that detaches its ENI between bursts creates a new one for each.
+func playBursts(r *run) {
+	r.bootAll()
+	r.settle(r.opts.Limit)
+	r.measure()
+	end := r.now().Add(r.opts.Churn)
+	burst := 0
+	for r.err == nil && r.now().Before(end) {
+		burst++
+		tag := fmt.Sprintf("b%d", burst)
+		r.addPods(func(int) int { return r.opts.PodsPerNode }, tag)
+		r.q.at(r.now().Add(30*time.Second), func() {
+			for _, n := range r.nodes {
+				for _, p := range n.sortedPods() {
+					n.delPod(p)
+				}
+			}
+		})
+		r.advanceTo(r.now().Add(90 * time.Second))
+	}
+	r.untilPods(r.opts.Limit)
 }
 
 func playSteady(r *run) {

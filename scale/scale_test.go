@@ -49,6 +49,16 @@ func TestScenariosSmall(t *testing.T) {
 		// 25 nodes on a /22: about 41 addresses each, fewer than two
 		// pods' ENIs and a warm one (45).
 		{"churn", 25, -1, nil},
+		{"bursts", nodes, -1, func(t *testing.T, rep *Report) {
+			// The pool keeps its ENIs between bursts: the only ENIs
+			// created are those the first burst needed.
+			if d := rep.Calls["DeleteNetworkInterface"]; d != 0 {
+				t.Errorf("%d ENIs deleted between bursts a minute and a half apart", d)
+			}
+			if c := rep.Calls["CreateNetworkInterface"]; c > 2*nodes {
+				t.Errorf("%d ENIs created for %d nodes; the first burst needs 2 each and later ones none", c, nodes)
+			}
+		}},
 		{"steady", nodes, 0, func(t *testing.T, rep *Report) {
 			for a, k := range rep.Calls {
 				if mutating[a] && k > 0 {
@@ -60,6 +70,9 @@ func TestScenariosSmall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {
 			o := Options{Scenario: tt.scenario, Nodes: tt.nodes, Seed: 1, Steady: 10 * time.Minute, Churn: time.Minute}
+			if tt.scenario == "bursts" {
+				o.Churn = 6 * time.Minute
+			}
 			if tt.scenario == "scale-up" {
 				o.TotalPods = nodes * 46
 			}

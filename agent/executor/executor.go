@@ -26,6 +26,7 @@ import (
 // it; every call is rate limited, retried and measured there.
 type Cloud interface {
 	DescribeSelf(ctx context.Context) (cloud.Self, error)
+	IMDSShowsMAC(ctx context.Context, mac string) (bool, error)
 	InstanceLimits(ctx context.Context, instanceType string) (limits.Limits, error)
 	DescribeSubnets(ctx context.Context, ids ...string) ([]cloud.Subnet, error)
 	ListENIs(ctx context.Context, f cloud.ENIFilter) ([]cloud.ENI, error)
@@ -228,7 +229,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		res.ENIID, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
+		res.ENIID, res.MAC, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -256,7 +257,7 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // does not wait for the attachment: the machine polls with
 // JobConfirmAttach. An ENI that failed to attach is deleted, unless EC2
 // may have attached it after all (then the next resync adopts it).
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, attachmentID string, dot bool, err error) {
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, mac, attachmentID string, dot bool, err error) {
 	in := cloud.CreateENIInput{
 		SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups,
 		// The device index makes creates started at the same instant for
@@ -271,22 +272,32 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID,
 	}
 	eni, err := x.Cloud.CreateENI(ctx, in)
 	if err != nil {
-		return "", "", false, err
+		return "", "", "", false, err
 	}
 	attachmentID, err = x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
 		// Deleting fails harmlessly ("in use") if EC2 did attach it.
 		_ = x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID)
-		return eni.ID, "", false, err
+		return eni.ID, "", "", false, err
 	}
 	if err := x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true); err != nil {
-		return eni.ID, attachmentID, false, nil // the machine retries it
+		return eni.ID, eni.MAC, attachmentID, false, nil // the machine retries it
 	}
-	return eni.ID, attachmentID, true, nil
+	return eni.ID, eni.MAC, attachmentID, true, nil
 }
 
 func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {
 	res := nodestate.AttachResult{JobID: job.ID}
+	if job.MAC != "" {
+		// IMDS first: until it shows the interface, EC2 has not attached
+		// it, and asking EC2 would only spend the account's budget. An
+		// IMDS that cannot answer falls through to EC2.
+		shown, err := x.Cloud.IMDSShowsMAC(ctx, job.MAC)
+		if err == nil && !shown {
+			res.NotYet, res.IMDSOnly = true, true
+			return res
+		}
+	}
 	enis, err := x.Cloud.DescribeENIs(ctx, job.ENIID)
 	if err != nil {
 		res.Err = fmt.Errorf("describe %s: %w", job.ENIID, err)

@@ -9,9 +9,15 @@ import (
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
-// Attachment polling: EC2 attaches in a few seconds; ask again with
-// doubling gaps so a slow attach costs few Describe calls.
+// Attachment watching: EC2 attaches in a few seconds. IMDS lists the
+// interface once it is attached and costs none of the account's shared
+// EC2 budget, so it is read every imdsAttachPoll, and EC2 is asked once,
+// when IMDS shows it (IMDS lags EC2: it only says when to ask). An IMDS
+// that has not shown it after imdsAttachWatch is not trusted any more:
+// EC2 is asked with doubling gaps, as when the MAC is unknown.
 const (
+	imdsAttachPoll  = 500 * time.Millisecond
+	imdsAttachWatch = 30 * time.Second
 	firstAttachPoll = 500 * time.Millisecond
 	maxAttachPoll   = 4 * time.Second
 	// resyncSoon is how soon EC2 is read again after an action whose
@@ -47,6 +53,8 @@ type attaching struct {
 	action ipam.Action
 	since  time.Time
 	poll   time.Duration
+	// mac is watched in IMDS; empty once IMDS is not trusted for it.
+	mac string
 }
 
 // cloudView is what the machine knows of EC2 beyond the pool.
@@ -71,6 +79,9 @@ type cloudView struct {
 	lastGrowErr   error
 	lastPlan      time.Time
 	nextResync    time.Time
+	// detachWanted is since when every plan has wanted an ENI detached;
+	// zero when the last did not.
+	detachWanted time.Time
 }
 
 func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
@@ -360,8 +371,9 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
 			return
 		}
-		n.cloud.attaching[ev.ENIID] = &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll}
-		n.jobs.schedule(now.Add(firstAttachPoll), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device})
+		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC}
+		n.cloud.attaching[ev.ENIID] = at
+		n.jobs.schedule(now.Add(at.firstPoll()), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device, MAC: at.mac})
 		if !ev.DeleteOnTermination {
 			n.jobs.schedule(now.Add(time.Second), Job{Kind: JobSetDeleteOnTermination, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID})
 		}
@@ -451,8 +463,26 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		n.log.Error("ENI did not attach in time; a later read of EC2 adopts it if it does", "eni", j.ENIID, "waited", now.Sub(at.since).String())
 		return
 	}
-	at.poll = min(2*at.poll, maxAttachPoll)
-	n.jobs.schedule(now.Add(at.poll), j)
+	if now.Sub(at.since) >= imdsAttachWatch {
+		at.mac = ""
+	}
+	wait := imdsAttachPoll
+	if !ev.IMDSOnly || at.mac == "" {
+		// EC2 was asked, or will be: back off.
+		at.poll = min(2*at.poll, maxAttachPoll)
+		wait = at.poll
+	}
+	j.MAC = at.mac
+	n.jobs.schedule(now.Add(wait), j)
+}
+
+// firstPoll is how soon a new attachment is first looked at: IMDS at its
+// steady pace when the MAC is known, else EC2.
+func (at *attaching) firstPoll() time.Duration {
+	if at.mac != "" {
+		return imdsAttachPoll
+	}
+	return firstAttachPoll
 }
 
 func (x *results) onDelete(ev DeleteResult, now time.Time) {

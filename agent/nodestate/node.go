@@ -219,6 +219,9 @@ func (n *Node) wake() time.Time {
 	}
 	earliest(n.dur.retryAt)
 	earliest(n.host.nextReclaim)
+	if dw := n.cloud.detachWanted; !dw.IsZero() && n.last.Before(dw.Add(detachHold)) {
+		earliest(dw.Add(detachHold))
+	}
 	return w
 }
 

@@ -19,6 +19,16 @@ const (
 	maxGrowBackoff = 2 * time.Minute
 )
 
+// detachHold is how long the planner must want an ENI gone, without a
+// break, before it is detached. Detaching and later re-creating an ENI
+// costs four mutating calls (detach, delete, create, attach) and a
+// DeleteOnTermination from the account's budget, which every node shares,
+// plus an attach delay for the pods that wait; bursts of pods a minute or
+// two apart paid that on every burst. Addresses are still released
+// without a hold (one call, and they are what a nearly full subnet needs
+// back).
+const detachHold = 5 * time.Minute
+
 type growBackoff struct {
 	delay time.Duration
 	until time.Time
@@ -144,9 +154,28 @@ func (x *planner) plan(now time.Time) {
 	if short.Short() && n.reqs.waiting() > 0 {
 		n.planner.shortfallNotice(short)
 	}
+	actions = n.planner.holdDetach(actions, now)
 	for _, act := range n.planner.filter(actions, now, attachesUnderWay > 0) {
 		n.planner.start(act, now, &attachesUnderWay)
 	}
+}
+
+// holdDetach drops the plan's detaches until plans have wanted one for
+// detachHold without a break (see detachHold).
+func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action {
+	n := x.n
+	isDetach := func(a ipam.Action) bool { return a.Kind == ipam.DetachENI }
+	if !slices.ContainsFunc(actions, isDetach) {
+		n.cloud.detachWanted = time.Time{}
+		return actions
+	}
+	if n.cloud.detachWanted.IsZero() {
+		n.cloud.detachWanted = now
+	}
+	if now.Sub(n.cloud.detachWanted) >= detachHold {
+		return actions
+	}
+	return slices.DeleteFunc(actions, isDetach)
 }
 
 // filter drops what may not happen now: ENI changes while the ENIConfig

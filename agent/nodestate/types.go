@@ -159,6 +159,8 @@ type ActionResult struct {
 	ENIID               string
 	AttachmentID        string
 	DeleteOnTermination bool
+	// MAC is the created ENI's, so its attachment can be watched in IMDS.
+	MAC string
 	// Routed is set when a release or detach was declined because the
 	// host routes into it.
 	Routed []Route
@@ -174,7 +176,9 @@ type AttachResult struct {
 	JobID  uint64
 	ENI    ENIInfo
 	NotYet bool
-	Err    error
+	// IMDSOnly says the answer came from IMDS alone (no EC2 call).
+	IMDSOnly bool
+	Err      error
 }
 
 // DOTResult answers JobSetDeleteOnTermination.
@@ -257,6 +261,9 @@ type Job struct {
 	// ENIID and AttachmentID for confirm, DeleteOnTermination and delete.
 	ENIID        string
 	AttachmentID string
+	// MAC, for a confirm, says to watch IMDS for the interface first and
+	// ask EC2 only once IMDS shows it; empty asks EC2 straight away.
+	MAC string
 	// Known lists the ENIs already in the pool, for a resync.
 	Known []string
 	// ENI is the detaching ENI, for the host teardown of a detach.
