@@ -36,7 +36,7 @@ func (c *Cloud) describeNetworkInterfaces(r *request) (any, error) {
 		return nil, errorf(codeInvalidParameterCombination, "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults")
 	}
 	resp := &describeENIsResponse{RequestID: r.id}
-	err = c.update(func(time.Time) error {
+	err = c.read(func(time.Time) error {
 		var set []*eni
 		if len(ids) > 0 {
 			for _, id := range ids {

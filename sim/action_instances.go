@@ -35,7 +35,7 @@ func (c *Cloud) describeInstances(r *request) (any, error) {
 		return nil, errorf(codeInvalidParameterCombination, "The parameter instancesSet cannot be used with the parameter maxResults")
 	}
 	resp := &describeInstancesResponse{RequestID: r.id}
-	err = c.update(func(time.Time) error {
+	err = c.read(func(time.Time) error {
 		set := c.instanceOrder
 		if len(ids) > 0 {
 			set = nil

@@ -37,7 +37,7 @@ func (c *Cloud) describeSubnets(r *request) (any, error) {
 		return nil, err
 	}
 	resp := &describeSubnetsResponse{RequestID: r.id}
-	err = c.update(func(time.Time) error {
+	err = c.read(func(time.Time) error {
 		set := c.subnetOrder
 		if len(ids) > 0 {
 			set = nil

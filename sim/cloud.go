@@ -167,7 +167,7 @@ func (c *Cloud) Close() {
 // cloud's clock, publishing its events. Tests with a fake clock call it
 // after moving the clock; API calls and IMDS reads do the same implicitly.
 func (c *Cloud) Tick() {
-	c.update(func(time.Time) error { return nil })
+	c.read(func(time.Time) error { return nil })
 }
 
 // update runs fn on the model under the lock, after completing due
@@ -179,6 +179,22 @@ func (c *Cloud) update(fn func(now time.Time) error) error {
 	c.settleLocked(now)
 	err := fn(now)
 	c.recordIMDSLocked(now)
+	c.scheduleLocked(now)
+	return err
+}
+
+// read is update for fn that only reads the model: what IMDS will show
+// is recorded again only when a transition completed. Recording looks at
+// every instance, so with thousands of them reads must not pay for it.
+func (c *Cloud) read(fn func(now time.Time) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	settled := c.settleLocked(now)
+	err := fn(now)
+	if settled {
+		c.recordIMDSLocked(now)
+	}
 	c.scheduleLocked(now)
 	return err
 }

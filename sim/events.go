@@ -77,7 +77,7 @@ func eventFor(kind EventKind, e *eni, at time.Time) Event {
 // every subscription.
 func (c *Cloud) Subscribe() (events <-chan Event, cancel func()) {
 	s := newSubscriber()
-	c.update(func(now time.Time) error {
+	c.read(func(now time.Time) error {
 		for _, in := range c.instanceOrder {
 			for _, e := range c.attachedENIsLocked(in) {
 				if e.status == statusInUse || e.status == statusDetaching {

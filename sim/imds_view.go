@@ -56,34 +56,43 @@ func (c *Cloud) recordIMDSLocked(now time.Time) {
 // unchanged instance is not rebuilt. Instances sum their ENIs' prints, so
 // the order ENIs are visited in does not matter.
 func (e *eni) fingerprint() uint64 {
-	h := mix(uint64(e.seq), hashString(e.status), uint64(e.att.deviceIndex), uint64(e.att.cardIndex), hashString(e.subnet.id))
+	h := fold(fnvOffset, uint64(e.seq))
+	h = fold(h, hashString(e.status))
+	h = fold(h, uint64(e.att.deviceIndex)<<8|uint64(e.att.cardIndex))
+	h = fold(h, hashString(e.subnet.id))
 	for _, g := range e.groups {
-		h = mix(h, hashString(g))
+		h = fold(h, hashString(g))
 	}
 	for _, a := range e.secondaries {
 		b := a.As4()
-		h = mix(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3]))
+		h = fold(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3]))
 	}
 	for _, q := range e.prefixes {
 		b := q.Addr().As4()
-		h = mix(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3])|uint64(q.Bits())<<32)
+		h = fold(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3])|uint64(q.Bits())<<32)
 	}
 	return h
 }
+
+const fnvOffset = 14695981039346656037
 
 // mix folds values into one FNV-1a style hash.
 func mix(vs ...uint64) uint64 {
-	h := uint64(14695981039346656037)
+	h := uint64(fnvOffset)
 	for _, v := range vs {
-		h ^= v
-		h *= 1099511628211
-		h ^= h >> 29
+		h = fold(h, v)
 	}
 	return h
 }
 
+func fold(h, v uint64) uint64 {
+	h ^= v
+	h *= 1099511628211
+	return h ^ h>>29
+}
+
 func hashString(s string) uint64 {
-	h := uint64(14695981039346656037)
+	h := uint64(fnvOffset)
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
 		h *= 1099511628211
@@ -110,7 +119,7 @@ func (h *imdsHistory) prune(cutoff time.Time) imdsEntry {
 // within the lag of launch). Older history is dropped.
 func (c *Cloud) imdsFiles(id string) (map[string]string, bool) {
 	var files map[string]string
-	c.update(func(now time.Time) error {
+	c.read(func(now time.Time) error {
 		in, ok := c.instances[id]
 		if !ok {
 			return nil

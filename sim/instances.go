@@ -36,7 +36,7 @@ type InterfaceInfo struct {
 // Instances lists every instance in topology order.
 func (c *Cloud) Instances() []InstanceInfo {
 	var out []InstanceInfo
-	c.update(func(time.Time) error {
+	c.read(func(time.Time) error {
 		for _, in := range c.instanceOrder {
 			out = append(out, InstanceInfo{
 				ID:         in.id,
@@ -58,7 +58,7 @@ func (c *Cloud) Instances() []InstanceInfo {
 // device index, as EC2 sees them now (IMDS may lag behind).
 func (c *Cloud) Interfaces(instanceID string) ([]InterfaceInfo, error) {
 	var out []InterfaceInfo
-	err := c.update(func(time.Time) error {
+	err := c.read(func(time.Time) error {
 		in, ok := c.instances[instanceID]
 		if !ok {
 			return fmt.Errorf("interfaces: instance %s does not exist", instanceID)

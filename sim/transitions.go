@@ -9,7 +9,7 @@ import (
 // whose delay has run out by now. Transitions are lazy so that a fake
 // clock needs no goroutines: whoever looks at the cloud first after the
 // due time sees the new state, and the events go out then.
-func (c *Cloud) settleLocked(now time.Time) {
+func (c *Cloud) settleLocked(now time.Time) bool {
 	var due []*eni
 	for _, e := range c.enis {
 		if e.att != nil && !e.att.due.IsZero() && !e.att.due.After(now) {
@@ -33,6 +33,7 @@ func (c *Cloud) settleLocked(now time.Time) {
 			c.finishDetachLocked(e, e.att.due)
 		}
 	}
+	return len(due) > 0
 }
 
 // beginAttachLocked starts attaching e; it is in use after the attach

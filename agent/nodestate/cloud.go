@@ -82,6 +82,8 @@ type cloudView struct {
 	// detachWanted is since when every plan has wanted an ENI detached;
 	// zero when the last did not.
 	detachWanted time.Time
+	// throttledAt is when EC2 last answered RequestLimitExceeded.
+	throttledAt time.Time
 }
 
 func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
@@ -115,6 +117,9 @@ func (x *cloudView) noteEC2(err error) {
 	}
 	n.cloud.lastErr = err.Error()
 	c := n.cloud.classify(err)
+	if c.Throttled {
+		n.cloud.throttledAt = n.last
+	}
 	if c.Code == "" {
 		n.cloud.ok = false
 	}

@@ -29,20 +29,47 @@ const (
 // back).
 const detachHold = 5 * time.Minute
 
+// demandOnlyAfterThrottle: after EC2 answered RequestLimitExceeded the
+// account's budget is spent by every node at once, so for this long the
+// pool grows only for pods that wait, not for its warm target, and
+// shrinks nothing: a warm ENI bought now is paid for with a pod's ENI on
+// some other node. The warm target is met once the account is quiet.
+const demandOnlyAfterThrottle = 2 * time.Minute
+
 type growBackoff struct {
 	delay time.Duration
 	until time.Time
+	// seed spreads the waits of different nodes (see refused).
+	seed  uint64
+	tries uint64
 }
 
 func (b *growBackoff) blocked(now time.Time) bool { return now.Before(b.until) }
 
+// refused doubles the delay and waits between half of it and all of it.
+// The jitter matters at scale: nodes throttled together would otherwise
+// come back together, one wave after another, and the account's bucket,
+// which holds only so many tokens, would refill unused between waves.
+// It is drawn from the node's seed (its instance id) and the try count,
+// so the machine stays deterministic.
 func (b *growBackoff) refused(now time.Time) time.Duration {
 	b.delay = min(max(2*b.delay, minGrowBackoff), maxGrowBackoff)
-	b.until = now.Add(b.delay)
-	return b.delay
+	b.tries++
+	half := b.delay / 2
+	wait := half + time.Duration(splitmix(b.seed^b.tries)%uint64(half+1))
+	b.until = now.Add(wait)
+	return wait
 }
 
-func (b *growBackoff) reset() { *b = growBackoff{} }
+// splitmix is SplitMix64's finaliser: a well-spread hash of x.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func (b *growBackoff) reset() { b.delay, b.until = 0, time.Time{} }
 
 func isGrowth(act ipam.Action) bool {
 	return act.Kind == ipam.AssignBlocks || act.Kind == ipam.AttachENI
@@ -69,7 +96,20 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
-	return ipam.Plan(snap, n.cloud.plan, n.cfg.Limits, now)
+	cfg := n.cloud.plan
+	if n.planner.demandOnly(now) {
+		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
+		acts, short := ipam.Plan(snap, cfg, n.cfg.Limits, now)
+		return slices.DeleteFunc(acts, isShrink), short
+	}
+	return ipam.Plan(snap, cfg, n.cfg.Limits, now)
+}
+
+// demandOnly says the pool grows only for waiting pods now (see
+// demandOnlyAfterThrottle).
+func (x *planner) demandOnly(now time.Time) bool {
+	t := x.n.cloud.throttledAt
+	return !t.IsZero() && now.Sub(t) < demandOnlyAfterThrottle
 }
 
 // countRestartCoolingAsFree: addresses cooling only because the agent
