@@ -60,6 +60,11 @@ func TestScenariosSmall(t *testing.T) {
 			}
 		}},
 		{"steady", nodes, 0, func(t *testing.T, rep *Report) {
+			// Ten idle minutes: IMDS shows no change, so EC2 is read
+			// at most once per node (every ten reconcile intervals).
+			if d := rep.Calls["DescribeNetworkInterfaces"]; d > nodes {
+				t.Errorf("%d DescribeNetworkInterfaces calls from %d idle nodes in 10 minutes; want at most one each", d, nodes)
+			}
 			for a, k := range rep.Calls {
 				if mutating[a] && k > 0 {
 					t.Errorf("an idle cluster made %d %s calls", k, a)

@@ -7,10 +7,13 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -106,8 +109,14 @@ type Executor struct {
 func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 	switch job.Kind {
 	case nodestate.JobResync:
+		// IMDS first, before EC2: a change landing between the two reads
+		// then shows as a different digest next time.
+		digest := x.imdsDigest(ctx)
+		if job.IMDSDigest != "" && digest == job.IMDSDigest {
+			return nodestate.ResyncResult{JobID: job.ID, IMDSDigest: digest, Unchanged: true}
+		}
 		enis, devices, err := x.Attached(ctx, job.Known)
-		return nodestate.ResyncResult{JobID: job.ID, ENIs: enis, Devices: devices, Err: err}
+		return nodestate.ResyncResult{JobID: job.ID, ENIs: enis, Devices: devices, IMDSDigest: digest, Err: err}
 	case nodestate.JobHostCheck:
 		routed, err := x.Host.PodAddrs(ctx)
 		if err != nil {
@@ -125,6 +134,22 @@ func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 		return x.deleteENI(ctx, job)
 	}
 	panic(fmt.Sprintf("executor: unknown job kind %v", job.Kind))
+}
+
+// imdsDigest summarises the interfaces IMDS shows (each one's MAC, id,
+// device, addresses and prefixes), or "" when IMDS cannot say.
+func (x *Executor) imdsDigest(ctx context.Context) string {
+	self, err := x.Cloud.DescribeSelf(ctx)
+	if err != nil {
+		return ""
+	}
+	ifs := slices.Clone(self.Interfaces)
+	slices.SortFunc(ifs, func(a, b cloud.Interface) int { return strings.Compare(a.MAC, b.MAC) })
+	h := sha256.New()
+	for _, i := range ifs {
+		fmt.Fprintf(h, "%s %s %d %v %v %v\n", i.MAC, i.ID, i.DeviceNumber, i.IPv4s, i.Prefixes, i.SecurityGroups)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Attached lists the ENIs EC2 says are attached to the instance and ours

@@ -84,6 +84,25 @@ type cloudView struct {
 	detachWanted time.Time
 	// throttledAt is when EC2 last answered RequestLimitExceeded.
 	throttledAt time.Time
+	// imdsDigest is IMDS's view at the last EC2 read, ec2ReadAt when
+	// that was; wantEC2 says the next resync must read EC2 whatever IMDS
+	// shows (an action's outcome is unknown, or an operator asked).
+	imdsDigest string
+	ec2ReadAt  time.Time
+	wantEC2    bool
+}
+
+// ec2ResyncEvery is how many resync intervals may pass with EC2 read only
+// when IMDS shows a change. IMDS is free; a thousand nodes reading EC2
+// every minute spend most of the account's DescribeNetworkInterfaces
+// budget (20 per second) on finding nothing. EC2 is still read this often
+// for what IMDS cannot show (tags, an attachment another client started).
+const ec2ResyncEvery = 10
+
+// resyncSoonFromEC2 reads EC2 within resyncSoon, skipping no EC2 read.
+func (x *cloudView) resyncSoonFromEC2(now time.Time) {
+	x.nextResync = minTime(x.nextResync, now.Add(resyncSoon))
+	x.wantEC2 = true
 }
 
 func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
@@ -158,7 +177,13 @@ func (x *cloudView) startResync() {
 	for _, e := range n.pool.ENIs() {
 		known = append(known, e.ID)
 	}
-	n.job(Job{Kind: JobResync, Known: known})
+	j := Job{Kind: JobResync, Known: known}
+	c := &n.cloud
+	if !c.wantEC2 && c.imdsDigest != "" && n.last.Sub(c.ec2ReadAt) < ec2ResyncEvery*n.cfg.ResyncInterval {
+		j.IMDSDigest = c.imdsDigest
+	}
+	c.wantEC2 = false
+	n.job(j)
 }
 
 func (x *cloudView) startHostCheck() {
@@ -171,11 +196,16 @@ func (x *cloudView) startHostCheck() {
 func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	n := x.n
 	n.jobs.done(ev.JobID)
+	if ev.Unchanged {
+		return // IMDS shows what it showed at the last EC2 read
+	}
 	n.cloud.noteEC2(ev.Err)
 	if ev.Err != nil {
 		n.log.Warn("reading attached ENIs from EC2 failed; trying again at the next pass", "err", ev.Err)
+		n.cloud.wantEC2 = true
 		return
 	}
+	n.cloud.imdsDigest, n.cloud.ec2ReadAt = ev.IMDSDigest, now
 	n.cloud.devices = make(map[int]bool, len(ev.Devices))
 	for _, d := range ev.Devices {
 		n.cloud.devices[d] = true
@@ -373,7 +403,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		if ev.Err != nil {
 			// EC2 may have attached it anyway (a timeout, a 5xx after the
 			// fact): read EC2 soon so such an ENI is adopted.
-			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			n.cloud.resyncSoonFromEC2(now)
 			return
 		}
 		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC}
@@ -386,7 +416,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		n.results.shrunk(ev, now)
 		if ev.Err != nil || ev.Skipped {
 			// Still attached: the next read of EC2 takes it back.
-			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			n.cloud.resyncSoonFromEC2(now)
 			if len(ev.Routed) > 0 {
 				n.cloud.startHostCheck()
 			}

@@ -157,7 +157,7 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.reqs.cancel(ev.ID, now, n.cfg.DemandMemory)
 	case Tick:
 	case ResyncNow:
-		n.cloud.nextResync = now
+		n.cloud.nextResync, n.cloud.wantEC2 = now, true
 	case Persisted:
 		n.dur.onPersisted(ev, now)
 	case ENIConfigUpdate:

@@ -132,3 +132,51 @@ func TestIdleENIHeldBetweenBursts(t *testing.T) {
 		t.Fatalf("%d detaches once the ENI was idle for %s; want 1", k, detachHold)
 	}
 }
+
+// Issue 15: the periodic resync reads EC2 only when IMDS shows a change
+// since the last EC2 read, or every ec2ResyncEvery intervals, or when an
+// action's outcome is unknown.
+func TestResyncReadsEC2OnlyWhenIMDSChanged(t *testing.T) {
+	cfg := testConfig()
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	resync := func(now time.Time) Job {
+		t.Helper()
+		n.Step(now, Tick{})
+		jobs, _ := drain(t, n, now)
+		j, ok := find(jobs, func(j Job) bool { return j.Kind == JobResync })
+		if !ok {
+			t.Fatalf("at %s: no resync; jobs %v", now.Sub(t0), jobs)
+		}
+		return j
+	}
+	now := t0.Add(cfg.ResyncInterval)
+	j := resync(now)
+	if j.IMDSDigest != "" {
+		t.Fatal("first resync skips EC2 without a digest from an EC2 read")
+	}
+	n.Step(now, ResyncResult{JobID: j.ID, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}, IMDSDigest: "d1"})
+	for i := 2; i <= ec2ResyncEvery; i++ {
+		now = t0.Add(time.Duration(i) * cfg.ResyncInterval)
+		j = resync(now)
+		if j.IMDSDigest != "d1" {
+			t.Fatalf("resync %d: digest %q; want EC2 skipped while IMDS shows d1", i, j.IMDSDigest)
+		}
+		n.Step(now, ResyncResult{JobID: j.ID, IMDSDigest: "d1", Unchanged: true})
+	}
+	now = t0.Add(time.Duration(ec2ResyncEvery+1) * cfg.ResyncInterval)
+	if j = resync(now); j.IMDSDigest != "" {
+		t.Fatalf("EC2 not read after %d intervals", ec2ResyncEvery)
+	}
+	n.Step(now, ResyncResult{JobID: j.ID, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}, IMDSDigest: "d2"})
+	// An attach that failed may have happened: EC2 is read, whatever
+	// IMDS shows.
+	n.cloud.resyncSoonFromEC2(now)
+	now = now.Add(resyncSoon)
+	if j = resync(now); j.IMDSDigest != "" {
+		t.Fatal("resync after an unknown outcome skipped EC2")
+	}
+}

@@ -138,7 +138,13 @@ type ResyncResult struct {
 	JobID   uint64
 	ENIs    []ENIInfo
 	Devices []int
-	Err     error
+	// IMDSDigest summarises the instance's interfaces as IMDS showed them
+	// just before EC2 was read ("" when IMDS could not say).
+	IMDSDigest string
+	// Unchanged says IMDS still showed Job.IMDSDigest, so EC2 was not
+	// read: ENIs and Devices are empty and mean nothing.
+	Unchanged bool
+	Err       error
 }
 
 // HostResult is the host's pod routes.
@@ -266,6 +272,9 @@ type Job struct {
 	MAC string
 	// Known lists the ENIs already in the pool, for a resync.
 	Known []string
+	// IMDSDigest, for a resync, lets the executor skip EC2 when IMDS
+	// still shows the interfaces it showed at the last EC2 read.
+	IMDSDigest string
 	// ENI is the detaching ENI, for the host teardown of a detach.
 	ENI ENIInfo
 }
