@@ -50,10 +50,12 @@ type Cloud struct {
 	detachDelay time.Duration
 	imdsLag     time.Duration
 
-	throttle *throttle
-	faults   *faults
-	events   *broker
-	tokens   *imdsTokens
+	// throttleMu guards throttle, which SetThrottle replaces.
+	throttleMu sync.Mutex
+	throttle   *throttle
+	faults     *faults
+	events     *broker
+	tokens     *imdsTokens
 
 	// mu guards everything below: the model of the region.
 	mu            sync.Mutex
