@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady
 
 all: build
 
@@ -42,6 +42,24 @@ SEEDS ?= 10000
 SIMSTEPS ?= 100
 simtest:
 	$(GO) test -count=1 -v -timeout 30m -run '^TestSimulation$$' ./agent/simulation -seeds $(SEEDS) -steps $(SIMSTEPS)
+
+# scale-* play one scenario of package scale (issue 15): many real agents
+# against one EC2 emulator with the account's request buckets, in
+# simulated time, printing the figures BENCHMARKS.md quotes. SCALE_FLAGS
+# adds vpcnet-scale flags (--nodes, --pods, --set NAME=VALUE,...). A small
+# version of each runs in `make test` (go test ./scale).
+SCALE_FLAGS ?=
+SCALE = $(GO) run ./cmd/vpcnet-scale
+scale-join:
+	$(SCALE) --scenario join --nodes 1000 --pods 30 $(SCALE_FLAGS)
+scale-up:
+	$(SCALE) --scenario scale-up --nodes 500 --total-pods 23000 $(SCALE_FLAGS)
+scale-restart:
+	$(SCALE) --scenario restart --nodes 1000 --pods 30 $(SCALE_FLAGS)
+scale-churn:
+	$(SCALE) --scenario churn --nodes 200 --pods 20 $(SCALE_FLAGS)
+scale-steady:
+	$(SCALE) --scenario steady --nodes 1000 --pods 30 $(SCALE_FLAGS)
 
 # fuzz runs every fuzz target for FUZZTIME each, one after another: go test
 # -fuzz takes one target per package per run, so it loops over what go test

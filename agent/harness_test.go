@@ -181,6 +181,7 @@ func (w *world) node(instance string, env map[string]string) *node {
 		"VPCNET_ADD_WAIT":               "5s",
 		"IP_COOLDOWN_PERIOD":            "1",
 		"VPCNET_ENI_GRACE":              "0s",
+		"VPCNET_ENI_DETACH_HOLD":        "0s",
 		"CLUSTER_NAME":                  "sim",
 	}
 	for k, v := range env {

@@ -95,6 +95,26 @@ func (c *Client) DescribeSelf(ctx context.Context) (Self, error) {
 	return s, nil
 }
 
+// IMDSShowsMAC says whether IMDS lists an interface with mac, which it
+// does once EC2 has attached it. Asking costs none of the account's EC2
+// request budget, so an attachment is waited for here; IMDS lags EC2, so
+// a yes is still confirmed with EC2, once.
+func (c *Client) IMDSShowsMAC(ctx context.Context, mac string) (bool, error) {
+	if c.noIMDS {
+		return false, errors.New("IMDS interfaces: the client was built with Options.NoIMDS")
+	}
+	macs, err := imdsLines(ctx, c.imdsGet, "network/interfaces/macs/")
+	if err != nil {
+		return false, fmt.Errorf("IMDS interfaces: %w", err)
+	}
+	for _, m := range macs {
+		if strings.EqualFold(strings.TrimSuffix(m, "/"), mac) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // readSelf is DescribeSelf over any source of answers, so tests and the
 // fuzzer can feed it without HTTP.
 func readSelf(ctx context.Context, get imdsGetter, log *slog.Logger) (Self, error) {

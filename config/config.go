@@ -85,11 +85,14 @@ type Config struct {
 	AWSCNICheckpoint string
 
 	// Cloud.
-	EC2Endpoint       string // empty: the SDK's endpoint for the region
-	IMDSEndpoint      string // empty: the SDK's default
-	EC2CallTimeout    time.Duration
-	AddWait           time.Duration
-	DemandMemory      time.Duration
+	EC2Endpoint    string // empty: the SDK's endpoint for the region
+	IMDSEndpoint   string // empty: the SDK's default
+	EC2CallTimeout time.Duration
+	AddWait        time.Duration
+	DemandMemory   time.Duration
+	// DetachHold is how long the pool must have had no use for an ENI
+	// before it is detached.
+	DetachHold        time.Duration
 	ReclaimAfter      time.Duration
 	ReconcileInterval time.Duration
 }

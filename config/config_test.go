@@ -49,6 +49,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		EC2CallTimeout:      10 * time.Second,
 		AddWait:             10 * time.Second,
 		DemandMemory:        time.Minute,
+		DetachHold:          5 * time.Minute,
 		ReclaimAfter:        2 * time.Minute,
 		ReconcileInterval:   time.Minute,
 	}

@@ -77,6 +77,8 @@ var settings = []setting{
 		cniConfName, func(c *Config) *string { return &c.CNIConfName }),
 	stringVar("VPCNET_AWS_VPC_CNI_CHECKPOINT", "/var/run/aws-node/ipam.json", "The Amazon VPC CNI's checkpoint, read once when the agent has none of its own, so a node switches over with its pods running.",
 		absPath, func(c *Config) *string { return &c.AWSCNICheckpoint }),
+	durationVar("VPCNET_ENI_DETACH_HOLD", "5m", "How long the pool must have had no use for an ENI before it is detached: detaching and re-creating one costs five EC2 calls from the account's shared budget, so bursts of pods minutes apart keep their ENIs. Surplus addresses are released without a hold.",
+		0, func(c *Config) *time.Duration { return &c.DetachHold }),
 	durationVar("VPCNET_ENI_GRACE", "1m", "How long a newly attached ENI is kept even when the pool has more than it needs.",
 		0, func(c *Config) *time.Duration { return &c.ENIGrace }),
 	durationVar("VPCNET_LEAKED_ENI_GRACE", "10m", "How long an available ENI with this cluster's tag waits before it is deleted as leaked.",

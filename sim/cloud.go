@@ -50,8 +50,10 @@ type Cloud struct {
 	detachDelay time.Duration
 	imdsLag     time.Duration
 
-	throttle *throttle
-	faults   *faults
+	// throttleMu guards throttle, which SetThrottle replaces.
+	throttleMu sync.Mutex
+	throttle   *throttle
+	faults     *faults
 	// roles are the instances' IAM roles, fixed at start.
 	roles  map[string]role
 	events *broker

@@ -13,6 +13,11 @@ import (
 // late, and the agent must not trust IMDS alone.
 type imdsHistory struct {
 	entries []imdsEntry // oldest first
+	// fp fingerprints what the last entry was built from, and acc sums
+	// the fingerprints of the instance's ENIs during one recording pass:
+	// rebuilding every instance's files on every request made the
+	// emulator quadratic in the number of instances.
+	fp, acc uint64
 }
 
 type imdsEntry struct {
@@ -24,13 +29,75 @@ type imdsEntry struct {
 // history when it changed.
 func (c *Cloud) recordIMDSLocked(now time.Time) {
 	for _, in := range c.instanceOrder {
-		files := c.imdsFilesLocked(in)
-		h := &in.imds
-		if n := len(h.entries); n == 0 || !reflect.DeepEqual(h.entries[n-1].files, files) {
-			h.entries = append(h.entries, imdsEntry{at: now, files: files})
-		}
-		h.prune(now.Add(-c.imdsLag))
+		in.imds.acc = 0
 	}
+	for _, e := range c.enis {
+		if e.att != nil {
+			e.att.instance.imds.acc += e.fingerprint()
+		}
+	}
+	for _, in := range c.instanceOrder {
+		h := &in.imds
+		fp := mix(h.acc, hashString(in.state), hashString(strings.Join(in.primaryENI.groups, ",")), uint64(in.primaryENI.primary.As4()[3]))
+		if n := len(h.entries); n == 0 || fp != h.fp {
+			files := c.imdsFilesLocked(in)
+			if n == 0 || !reflect.DeepEqual(h.entries[n-1].files, files) {
+				h.entries = append(h.entries, imdsEntry{at: now, files: files})
+			}
+			h.fp = fp
+		}
+		if len(h.entries) > 1 {
+			h.prune(now.Add(-c.imdsLag))
+		}
+	}
+}
+
+// fingerprint hashes everything of an attached ENI that IMDS shows, so an
+// unchanged instance is not rebuilt. Instances sum their ENIs' prints, so
+// the order ENIs are visited in does not matter.
+func (e *eni) fingerprint() uint64 {
+	h := fold(fnvOffset, uint64(e.seq))
+	h = fold(h, hashString(e.status))
+	h = fold(h, uint64(e.att.deviceIndex)<<8|uint64(e.att.cardIndex))
+	h = fold(h, hashString(e.subnet.id))
+	for _, g := range e.groups {
+		h = fold(h, hashString(g))
+	}
+	for _, a := range e.secondaries {
+		b := a.As4()
+		h = fold(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3]))
+	}
+	for _, q := range e.prefixes {
+		b := q.Addr().As4()
+		h = fold(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3])|uint64(q.Bits())<<32)
+	}
+	return h
+}
+
+const fnvOffset = 14695981039346656037
+
+// mix folds values into one FNV-1a style hash.
+func mix(vs ...uint64) uint64 {
+	h := uint64(fnvOffset)
+	for _, v := range vs {
+		h = fold(h, v)
+	}
+	return h
+}
+
+func fold(h, v uint64) uint64 {
+	h ^= v
+	h *= 1099511628211
+	return h ^ h>>29
+}
+
+func hashString(s string) uint64 {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // prune drops entries that no read at or after cutoff can show, and

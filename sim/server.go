@@ -93,7 +93,7 @@ func (c *Cloud) serveEC2(w http.ResponseWriter, hr *http.Request) {
 		fail(errorf(codeInvalidAction, "The action %s is not valid for this web service.", action))
 		return
 	}
-	if !c.throttle.allow(action, c.now()) {
+	if !c.throttleNow().allow(action, c.now()) {
 		fail(errorf(codeRequestLimitExceeded, "%s", defaultMessage(codeRequestLimitExceeded)))
 		return
 	}

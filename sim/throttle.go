@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -66,4 +67,25 @@ func (t *throttle) allow(action string, now time.Time) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// SetThrottle replaces the account's request buckets with spec's, every
+// bucket full. A driver that sets a cluster up before measuring it can
+// disable throttling for the set-up and restore the account's buckets
+// for the measured part.
+func (c *Cloud) SetThrottle(spec ThrottleSpec) error {
+	if err := spec.validate(); err != nil {
+		return fmt.Errorf("set throttle: %w", err)
+	}
+	t := newThrottle(spec)
+	c.throttleMu.Lock()
+	c.throttle = t
+	c.throttleMu.Unlock()
+	return nil
+}
+
+func (c *Cloud) throttleNow() *throttle {
+	c.throttleMu.Lock()
+	defer c.throttleMu.Unlock()
+	return c.throttle
 }

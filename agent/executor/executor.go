@@ -7,10 +7,13 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +29,7 @@ import (
 // it; every call is rate limited, retried and measured there.
 type Cloud interface {
 	DescribeSelf(ctx context.Context) (cloud.Self, error)
+	IMDSShowsMAC(ctx context.Context, mac string) (bool, error)
 	InstanceLimits(ctx context.Context, instanceType string) (limits.Limits, error)
 	DescribeSubnets(ctx context.Context, ids ...string) ([]cloud.Subnet, error)
 	ListENIs(ctx context.Context, f cloud.ENIFilter) ([]cloud.ENI, error)
@@ -110,8 +114,14 @@ type Executor struct {
 func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 	switch job.Kind {
 	case nodestate.JobResync:
+		// IMDS first, before EC2: a change landing between the two reads
+		// then shows as a different digest next time.
+		digest := imdsDigest(ctx, x.Cloud)
+		if job.IMDSDigest != "" && digest == job.IMDSDigest {
+			return nodestate.ResyncResult{JobID: job.ID, IMDSDigest: digest, Unchanged: true}
+		}
 		at, err := x.Attached(ctx, job.Known)
-		return nodestate.ResyncResult{JobID: job.ID, ENIs: at.ENIs, Devices: at.Devices, Unmanaged: at.Unmanaged, Err: err}
+		return nodestate.ResyncResult{JobID: job.ID, ENIs: at.ENIs, Devices: at.Devices, Unmanaged: at.Unmanaged, IMDSDigest: digest, Err: err}
 	case nodestate.JobHostCheck:
 		routed, err := x.Host.PodAddrs(ctx)
 		if err != nil {
@@ -129,6 +139,22 @@ func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 		return x.deleteENI(ctx, job)
 	}
 	panic(fmt.Sprintf("executor: unknown job kind %v", job.Kind))
+}
+
+// imdsDigest summarises the interfaces IMDS shows (each one's MAC, id,
+// device, addresses and prefixes), or "" when IMDS cannot say.
+func imdsDigest(ctx context.Context, c Cloud) string {
+	self, err := c.DescribeSelf(ctx)
+	if err != nil {
+		return ""
+	}
+	ifs := slices.Clone(self.Interfaces)
+	slices.SortFunc(ifs, func(a, b cloud.Interface) int { return strings.Compare(a.MAC, b.MAC) })
+	h := sha256.New()
+	for _, i := range ifs {
+		fmt.Fprintf(h, "%s %s %d %v %v %v\n", i.MAC, i.ID, i.DeviceNumber, i.IPv4s, i.Prefixes, i.SecurityGroups)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Attached is what EC2 says is attached to the instance.
@@ -275,7 +301,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		res.ENIID, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
+		res.ENIID, res.MAC, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -303,10 +329,13 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // does not wait for the attachment: the machine polls with
 // JobConfirmAttach. An ENI that failed to attach is deleted, unless EC2
 // may have attached it after all (then the next resync adopts it).
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, attachmentID string, dot bool, err error) {
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, mac, attachmentID string, dot bool, err error) {
 	in := cloud.CreateENIInput{
 		SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups,
-		Description: "vpcnet pod addresses for " + x.InstanceID, Tags: x.Tags,
+		// The device index makes creates started at the same instant for
+		// different devices differ: the ClientToken is derived from the
+		// input, and two equal inputs would be answered with one ENI.
+		Description: fmt.Sprintf("vpcnet pod addresses for %s, device %d", x.InstanceID, dev), Tags: x.Tags,
 	}
 	if act.Prefixes {
 		in.Prefixes = act.Count
@@ -315,22 +344,32 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID,
 	}
 	eni, err := x.Cloud.CreateENI(ctx, in)
 	if err != nil {
-		return "", "", false, err
+		return "", "", "", false, err
 	}
 	attachmentID, err = x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
 		// Deleting fails harmlessly ("in use") if EC2 did attach it.
 		_ = x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID)
-		return eni.ID, "", false, err
+		return eni.ID, "", "", false, err
 	}
 	if err := x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true); err != nil {
-		return eni.ID, attachmentID, false, nil // the machine retries it
+		return eni.ID, eni.MAC, attachmentID, false, nil // the machine retries it
 	}
-	return eni.ID, attachmentID, true, nil
+	return eni.ID, eni.MAC, attachmentID, true, nil
 }
 
 func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {
 	res := nodestate.AttachResult{JobID: job.ID}
+	if job.MAC != "" {
+		// IMDS first: until it shows the interface, EC2 has not attached
+		// it, and asking EC2 would only spend the account's budget. An
+		// IMDS that cannot answer falls through to EC2.
+		shown, err := x.Cloud.IMDSShowsMAC(ctx, job.MAC)
+		if err == nil && !shown {
+			res.NotYet, res.IMDSOnly = true, true
+			return res
+		}
+	}
 	enis, err := x.Cloud.DescribeENIs(ctx, job.ENIID)
 	if err != nil {
 		res.Err = fmt.Errorf("describe %s: %w", job.ENIID, err)

@@ -19,6 +19,11 @@ const (
 	// attachGuess stands for the attach delay until one was observed:
 	// EC2 takes seconds to attach an ENI.
 	attachGuess = 5 * time.Second
+	// A burst is at least minBurstArrivals waiting Adds spread over at
+	// least minBurstSpan, the last no longer than burstQuiet ago.
+	minBurstArrivals = 3
+	minBurstSpan     = 50 * time.Millisecond
+	burstQuiet       = 250 * time.Millisecond
 )
 
 type burst struct {
@@ -46,16 +51,28 @@ func (b *burst) prune(now time.Time) {
 
 // anticipated is how many more Adds are expected before an attachment
 // started now lands, while Adds are waiting: none when none wait, since
-// then the pool keeps up and its warm targets are enough.
+// then the pool keeps up and its warm targets are enough. The rate is
+// measured over the span the recent waiting Adds arrived in, and only
+// while they still arrive: Adds that all came at one instant (a restart
+// of the runtime, a retry wave) show no burst still on its way.
 func (b *burst) anticipated(now time.Time, waiting int) int {
 	if waiting == 0 {
 		return 0
 	}
 	b.prune(now)
+	k := len(b.arrivals)
+	if k < minBurstArrivals {
+		return 0
+	}
+	first, last := b.arrivals[0], b.arrivals[k-1]
+	span := last.Sub(first)
+	if span < minBurstSpan || now.Sub(last) > burstQuiet {
+		return 0
+	}
 	d := b.attachTook
 	if d <= 0 {
 		d = attachGuess
 	}
-	rate := float64(len(b.arrivals)) / arrivalWindow.Seconds()
+	rate := float64(k-1) / span.Seconds()
 	return int(math.Ceil(rate * d.Seconds()))
 }

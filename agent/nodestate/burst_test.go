@@ -14,16 +14,18 @@ import (
 // of one per wave.
 func TestABurstStartsTheAttachmentsItWillNeedAtOnce(t *testing.T) {
 	cfg := testConfig()
-	cfg.Limits = ipam.Limits{MaxENIs: 4, IPv4PerENI: 3} // 2 pod addresses per ENI
+	cfg.Limits = ipam.Limits{MaxENIs: 6, IPv4PerENI: 3} // 2 pod addresses per ENI
 	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	drain(t, n, t0)
 	var jobs []Job
-	for i := range 3 { // the primary's 2 addresses, then one Add waits
-		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}})
-		js, _ := drain(t, n, t0)
+	// The primary's 2 addresses, then Adds wait, one every 100 ms.
+	for i := range 5 {
+		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		n.Step(now, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}})
+		js, _ := drain(t, n, now)
 		jobs = append(jobs, js...)
 	}
 	attaches := 0
@@ -32,10 +34,11 @@ func TestABurstStartsTheAttachmentsItWillNeedAtOnce(t *testing.T) {
 			attaches++
 		}
 	}
-	// One Add in the last second, over a 5 s attach delay guessed: 5 more
-	// expected, 3 ENIs, all the instance has left.
-	if attaches != 3 {
-		t.Fatalf("%d attachments started for a burst; want the 3 the expected Adds need, at once", attaches)
+	// 3 waiting Adds 100 ms apart, over a 5 s attach delay guessed: 50
+	// more expected, 5 ENIs, all the instance has left. Without them: 3
+	// (the waiting Adds and a warm ENI).
+	if attaches != 5 {
+		t.Fatalf("%d attachments started for a burst; want the 5 the expected Adds need, at once", attaches)
 	}
 }
 
@@ -50,9 +53,12 @@ func TestBurstAnticipation(t *testing.T) {
 		want     int
 	}{
 		{"nothing waits: the pool keeps up", []int{0, 100, 200}, 0, 300, 0, 0},
-		{"rate times the guessed attach delay", []int{0, 100, 200}, 0, 300, 3, 15},
-		{"rate times the attach delay last seen", []int{0, 100, 200}, 2 * time.Second, 300, 3, 6},
-		{"arrivals older than the window do not count", []int{0, 100, 1500}, 0, 1600, 1, 5},
+		{"rate times the guessed attach delay", []int{0, 100, 200}, 0, 300, 3, 50},
+		{"rate times the attach delay last seen", []int{0, 100, 200}, 2 * time.Second, 300, 3, 20},
+		{"arrivals older than the window do not count", []int{0, 100, 1200, 1300, 1400}, 0, 1500, 3, 50},
+		{"all at one instant: no burst on its way", []int{0, 0, 0, 0}, 0, 100, 4, 0},
+		{"too few to tell a rate", []int{0, 100}, 0, 150, 2, 0},
+		{"the burst is over", []int{0, 100, 200}, 0, 600, 3, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,9 +9,15 @@ import (
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
-// Attachment polling: EC2 attaches in a few seconds; ask again with
-// doubling gaps so a slow attach costs few Describe calls.
+// Attachment watching: EC2 attaches in a few seconds. IMDS lists the
+// interface once it is attached and costs none of the account's shared
+// EC2 budget, so it is read every imdsAttachPoll, and EC2 is asked once,
+// when IMDS shows it (IMDS lags EC2: it only says when to ask). An IMDS
+// that has not shown it after imdsAttachWatch is not trusted any more:
+// EC2 is asked with doubling gaps, as when the MAC is unknown.
 const (
+	imdsAttachPoll  = 500 * time.Millisecond
+	imdsAttachWatch = 30 * time.Second
 	firstAttachPoll = 500 * time.Millisecond
 	maxAttachPoll   = 4 * time.Second
 	// resyncSoon is how soon EC2 is read again after an action whose
@@ -51,6 +57,8 @@ type attaching struct {
 	action ipam.Action
 	since  time.Time
 	poll   time.Duration
+	// mac is watched in IMDS; empty once IMDS is not trusted for it.
+	mac string
 }
 
 // cloudView is what the machine knows of EC2 beyond the pool.
@@ -75,6 +83,30 @@ type cloudView struct {
 	lastGrowErr   error
 	lastPlan      time.Time
 	nextResync    time.Time
+	// detachWanted is since when every plan has wanted an ENI detached;
+	// zero when the last did not.
+	detachWanted time.Time
+	// throttledAt is when EC2 last answered RequestLimitExceeded.
+	throttledAt time.Time
+	// imdsDigest is IMDS's view at the last EC2 read, ec2ReadAt when
+	// that was; wantEC2 says the next resync must read EC2 whatever IMDS
+	// shows (an action's outcome is unknown, or an operator asked).
+	imdsDigest string
+	ec2ReadAt  time.Time
+	wantEC2    bool
+}
+
+// ec2ResyncEvery is how many resync intervals may pass with EC2 read only
+// when IMDS shows a change. IMDS is free; a thousand nodes reading EC2
+// every minute spend most of the account's DescribeNetworkInterfaces
+// budget (20 per second) on finding nothing. EC2 is still read this often
+// for what IMDS cannot show (tags, an attachment another client started).
+const ec2ResyncEvery = 10
+
+// resyncSoonFromEC2 reads EC2 within resyncSoon, skipping no EC2 read.
+func (x *cloudView) resyncSoonFromEC2(now time.Time) {
+	x.nextResync = minTime(x.nextResync, now.Add(resyncSoon))
+	x.wantEC2 = true
 }
 
 func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
@@ -108,6 +140,9 @@ func (x *cloudView) noteEC2(err error) {
 	}
 	n.cloud.lastErr = err.Error()
 	c := n.cloud.classify(err)
+	if c.Throttled {
+		n.cloud.throttledAt = n.last
+	}
 	if c.Code == "" {
 		n.cloud.ok = false
 	}
@@ -146,7 +181,13 @@ func (x *cloudView) startResync() {
 	for _, e := range n.pool.ENIs() {
 		known = append(known, e.ID)
 	}
-	n.job(Job{Kind: JobResync, Known: known})
+	j := Job{Kind: JobResync, Known: known}
+	c := &n.cloud
+	if !c.wantEC2 && c.imdsDigest != "" && n.last.Sub(c.ec2ReadAt) < ec2ResyncEvery*n.cfg.ResyncInterval {
+		j.IMDSDigest = c.imdsDigest
+	}
+	c.wantEC2 = false
+	n.job(j)
 }
 
 func (x *cloudView) startHostCheck() {
@@ -159,11 +200,16 @@ func (x *cloudView) startHostCheck() {
 func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	n := x.n
 	n.jobs.done(ev.JobID)
+	if ev.Unchanged {
+		return // IMDS shows what it showed at the last EC2 read
+	}
 	n.cloud.noteEC2(ev.Err)
 	if ev.Err != nil {
 		n.log.Warn("reading attached ENIs from EC2 failed; trying again at the next pass", "err", ev.Err)
+		n.cloud.wantEC2 = true
 		return
 	}
+	n.cloud.imdsDigest, n.cloud.ec2ReadAt = ev.IMDSDigest, now
 	n.cloud.devices = make(map[int]bool, len(ev.Devices))
 	for _, d := range ev.Devices {
 		n.cloud.devices[d] = true
@@ -364,12 +410,13 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 			// fact): read EC2 soon so such an ENI is adopted, and until
 			// then count its device index as taken, or the next attach
 			// aims at the same index and fails for it.
-			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			n.cloud.resyncSoonFromEC2(now)
 			n.cloud.devices[j.Device] = true
 			return
 		}
-		n.cloud.attaching[ev.ENIID] = &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll}
-		n.jobs.schedule(now.Add(firstAttachPoll), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device})
+		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC}
+		n.cloud.attaching[ev.ENIID] = at
+		n.jobs.schedule(now.Add(at.firstPoll()), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device, MAC: at.mac})
 		if !ev.DeleteOnTermination {
 			n.jobs.schedule(now.Add(time.Second), Job{Kind: JobSetDeleteOnTermination, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID})
 		}
@@ -377,7 +424,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		n.results.shrunk(ev, now)
 		if ev.Err != nil || ev.Skipped {
 			// Still attached: the next read of EC2 takes it back.
-			n.cloud.nextResync = minTime(n.cloud.nextResync, now.Add(resyncSoon))
+			n.cloud.resyncSoonFromEC2(now)
 			if len(ev.Routed) > 0 {
 				n.cloud.startHostCheck()
 			}
@@ -460,8 +507,26 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		n.log.Error("ENI did not attach in time; a later read of EC2 adopts it if it does", "eni", j.ENIID, "waited", now.Sub(at.since).String())
 		return
 	}
-	at.poll = min(2*at.poll, maxAttachPoll)
-	n.jobs.schedule(now.Add(at.poll), j)
+	if now.Sub(at.since) >= imdsAttachWatch {
+		at.mac = ""
+	}
+	wait := imdsAttachPoll
+	if !ev.IMDSOnly || at.mac == "" {
+		// EC2 was asked, or will be: back off.
+		at.poll = min(2*at.poll, maxAttachPoll)
+		wait = at.poll
+	}
+	j.MAC = at.mac
+	n.jobs.schedule(now.Add(wait), j)
+}
+
+// firstPoll is how soon a new attachment is first looked at: IMDS at its
+// steady pace when the MAC is known, else EC2.
+func (at *attaching) firstPoll() time.Duration {
+	if at.mac != "" {
+		return imdsAttachPoll
+	}
+	return firstAttachPoll
 }
 
 func (x *results) onDelete(ev DeleteResult, now time.Time) {

@@ -88,6 +88,8 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	n.jobs.init()
 	n.cloud.init(cfg.Plan, boot.Devices)
 	n.unmanaged.set(n, boot.Unmanaged)
+	n.cloud.grow.seed = hashID(cfg.InstanceID)
+	n.cloud.shrink.seed = n.cloud.grow.seed ^ 1
 	n.ckAddrs = make(map[netip.Addr]bool, len(boot.Checkpoint.Entries))
 	for _, e := range boot.Checkpoint.Entries {
 		n.ckAddrs[e.Addr] = true
@@ -159,7 +161,7 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.reqs.cancel(ev.ID, now, n.cfg.DemandMemory)
 	case Tick:
 	case ResyncNow:
-		n.cloud.nextResync = now
+		n.cloud.nextResync, n.cloud.wantEC2 = now, true
 	case Persisted:
 		n.dur.onPersisted(ev, now)
 	case ENIConfigUpdate:
@@ -227,6 +229,12 @@ func (n *Node) wake() time.Time {
 	}
 	earliest(n.dur.retryAt)
 	earliest(n.host.nextReclaim)
+	if t := n.cloud.throttledAt; !t.IsZero() && n.last.Before(t.Add(demandOnlyAfterThrottle)) {
+		earliest(t.Add(demandOnlyAfterThrottle)) // the warm target comes back
+	}
+	if dw := n.cloud.detachWanted; !dw.IsZero() && n.last.Before(dw.Add(n.cfg.DetachHold)) {
+		earliest(dw.Add(n.cfg.DetachHold))
+	}
 	return w
 }
 
@@ -266,3 +274,13 @@ type (
 	results struct{ n *Node }
 	custom  struct{ n *Node }
 )
+
+// hashID is FNV-1a of an instance id: each node's backoff jitter seed.
+func hashID(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return h
+}

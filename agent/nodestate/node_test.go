@@ -15,7 +15,7 @@ func testConfig() Config {
 	plan := ipam.DefaultPlanConfig()
 	plan.SubnetID, plan.SecurityGroups = "subnet-a", []string{"sg-a"}
 	return Config{InstanceID: "i-1", InstanceType: "t.test", Plan: plan, Limits: ipam.Limits{MaxENIs: 3, IPv4PerENI: 3},
-		Cooldown: 30 * time.Second, AddWait: 10 * time.Second, DemandMemory: time.Minute, ReclaimAfter: 2 * time.Minute,
+		Cooldown: 30 * time.Second, AddWait: 10 * time.Second, DemandMemory: time.Minute, ReclaimAfter: 2 * time.Minute, DetachHold: 5 * time.Minute,
 		ResyncInterval: time.Minute, AttachTimeout: 2 * time.Minute}
 }
 

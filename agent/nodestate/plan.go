@@ -19,20 +19,47 @@ const (
 	maxGrowBackoff = 2 * time.Minute
 )
 
+// demandOnlyAfterThrottle: after EC2 answered RequestLimitExceeded the
+// account's budget is spent by every node at once, so for this long the
+// pool grows only for pods that wait, not for its warm target, and
+// shrinks nothing: a warm ENI bought now is paid for with a pod's ENI on
+// some other node. The warm target is met once the account is quiet.
+const demandOnlyAfterThrottle = 2 * time.Minute
+
 type growBackoff struct {
 	delay time.Duration
 	until time.Time
+	// seed spreads the waits of different nodes (see refused).
+	seed  uint64
+	tries uint64
 }
 
 func (b *growBackoff) blocked(now time.Time) bool { return now.Before(b.until) }
 
+// refused doubles the delay and waits between half of it and all of it.
+// The jitter matters at scale: nodes throttled together would otherwise
+// come back together, one wave after another, and the account's bucket,
+// which holds only so many tokens, would refill unused between waves.
+// It is drawn from the node's seed (its instance id) and the try count,
+// so the machine stays deterministic.
 func (b *growBackoff) refused(now time.Time) time.Duration {
 	b.delay = min(max(2*b.delay, minGrowBackoff), maxGrowBackoff)
-	b.until = now.Add(b.delay)
-	return b.delay
+	b.tries++
+	half := b.delay / 2
+	wait := half + time.Duration(splitmix(b.seed^b.tries)%uint64(half+1))
+	b.until = now.Add(wait)
+	return wait
 }
 
-func (b *growBackoff) reset() { *b = growBackoff{} }
+// splitmix is SplitMix64's finaliser: a well-spread hash of x.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func (b *growBackoff) reset() { b.delay, b.until = 0, time.Time{} }
 
 func isGrowth(act ipam.Action) bool {
 	return act.Kind == ipam.AssignBlocks || act.Kind == ipam.AttachENI
@@ -59,20 +86,34 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
+	cfg := n.cloud.plan
+	if n.planner.demandOnly(now) {
+		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
+		acts, short := ipam.Plan(snap, cfg, n.planner.limits(), now)
+		return slices.DeleteFunc(acts, isShrink), short
+	}
 	ahead := n.burst.anticipated(now, len(n.reqs.waiters))
 	if ahead == 0 {
-		return ipam.Plan(snap, n.cloud.plan, n.planner.limits(), now)
+		return ipam.Plan(snap, cfg, n.planner.limits(), now)
 	}
 	real := snap.Waiting
 	snap.Waiting += ahead
-	acts, short := ipam.Plan(snap, n.cloud.plan, n.planner.limits(), now)
+	acts, short := ipam.Plan(snap, cfg, n.planner.limits(), now)
 	if short.Missing > 0 {
 		// A limit stops the growth: what the pods are told must be about
 		// the Adds that exist, not the ones expected.
 		snap.Waiting = real
-		_, short = ipam.Plan(snap, n.cloud.plan, n.planner.limits(), now)
+		_, short = ipam.Plan(snap, cfg, n.planner.limits(), now)
 	}
 	return acts, short
+}
+
+// demandOnly says the pool grows only for waiting pods now (see
+// demandOnlyAfterThrottle); a burst's expected Adds do not count then
+// either.
+func (x *planner) demandOnly(now time.Time) bool {
+	t := x.n.cloud.throttledAt
+	return !t.IsZero() && now.Sub(t) < demandOnlyAfterThrottle
 }
 
 // countRestartCoolingAsFree: addresses cooling only because the agent
@@ -157,9 +198,28 @@ func (x *planner) plan(now time.Time) {
 	if short.Short() && n.reqs.waiting() > 0 {
 		n.planner.shortfallNotice(short)
 	}
+	actions = n.planner.holdDetach(actions, now)
 	for _, act := range n.planner.filter(actions, now, attachesUnderWay > 0) {
 		n.planner.start(act, now, &attachesUnderWay)
 	}
+}
+
+// holdDetach drops the plan's detaches until plans have wanted one for
+// Config.DetachHold without a break (see there).
+func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action {
+	n := x.n
+	isDetach := func(a ipam.Action) bool { return a.Kind == ipam.DetachENI }
+	if !slices.ContainsFunc(actions, isDetach) {
+		n.cloud.detachWanted = time.Time{}
+		return actions
+	}
+	if n.cloud.detachWanted.IsZero() {
+		n.cloud.detachWanted = now
+	}
+	if now.Sub(n.cloud.detachWanted) >= n.cfg.DetachHold {
+		return actions
+	}
+	return slices.DeleteFunc(actions, isDetach)
 }
 
 // filter drops what may not happen now: ENI changes while the ENIConfig

@@ -29,6 +29,15 @@ type Config struct {
 	ReclaimAfter time.Duration
 	// ResyncInterval is how often EC2 and the host are read again.
 	ResyncInterval time.Duration
+	// DetachHold is how long the planner must want an ENI gone, without
+	// a break, before it is detached (VPCNET_ENI_DETACH_HOLD). Detaching
+	// and later re-creating an ENI costs four mutating calls (detach,
+	// delete, create, attach) and a DeleteOnTermination from the
+	// account's budget, which every node shares, plus an attach delay
+	// for the pods that wait; bursts of pods a minute or two apart paid
+	// that on every burst. Addresses are released without a hold (one
+	// call, and they are what a nearly full subnet needs back).
+	DetachHold time.Duration
 	// AttachTimeout bounds how long an attachment is waited for.
 	AttachTimeout time.Duration
 	// CustomNetwork: pods get addresses only on secondary ENIs in the
@@ -148,6 +157,12 @@ type ResyncResult struct {
 	ENIs      []ENIInfo
 	Devices   []int
 	Unmanaged []UnmanagedENI
+	// IMDSDigest summarises the instance's interfaces as IMDS showed them
+	// just before EC2 was read ("" when IMDS could not say).
+	IMDSDigest string
+	// Unchanged says IMDS still showed Job.IMDSDigest, so EC2 was not
+	// read: ENIs, Devices and Unmanaged are empty and mean nothing.
+	Unchanged bool
 	Err       error
 }
 
@@ -169,6 +184,8 @@ type ActionResult struct {
 	ENIID               string
 	AttachmentID        string
 	DeleteOnTermination bool
+	// MAC is the created ENI's, so its attachment can be watched in IMDS.
+	MAC string
 	// Routed is set when a release or detach was declined because the
 	// host routes into it.
 	Routed []Route
@@ -184,7 +201,9 @@ type AttachResult struct {
 	JobID  uint64
 	ENI    ENIInfo
 	NotYet bool
-	Err    error
+	// IMDSOnly says the answer came from IMDS alone (no EC2 call).
+	IMDSOnly bool
+	Err      error
 }
 
 // DOTResult answers JobSetDeleteOnTermination.
@@ -268,8 +287,14 @@ type Job struct {
 	// ENIID and AttachmentID for confirm, DeleteOnTermination and delete.
 	ENIID        string
 	AttachmentID string
+	// MAC, for a confirm, says to watch IMDS for the interface first and
+	// ask EC2 only once IMDS shows it; empty asks EC2 straight away.
+	MAC string
 	// Known lists the ENIs already in the pool, for a resync.
 	Known []string
+	// IMDSDigest, for a resync, lets the executor skip EC2 when IMDS
+	// still shows the interfaces it showed at the last EC2 read.
+	IMDSDigest string
 	// ENI is the detaching ENI, for the host teardown of a detach.
 	ENI ENIInfo
 }

@@ -1,0 +1,180 @@
+package scale
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is a scenario's figures. Times are simulated.
+type Report struct {
+	Scenario string
+	Summary  string
+	Nodes    int
+	Account  Account
+	// Pods is how many measured pods got an address; Unaddressed how
+	// many were still waiting when the run ended.
+	Pods        int
+	Unaddressed int
+	// LastAddress is from the start of the measured phase until the last
+	// of its pods had an address; Window is the whole measured phase.
+	LastAddress time.Duration
+	Window      time.Duration
+	// LowerBound is the calls the scenario needs at the least, over the
+	// account's buckets, plus one attach delay when an ENI must attach;
+	// Needed lists those calls by action.
+	LowerBound time.Duration
+	Needed     map[string]int
+	// Calls and Throttled count EC2 calls and RequestLimitExceeded answers
+	// by action, over all nodes.
+	Calls     map[string]int
+	Throttled map[string]int
+	// ThrottledPods waited while their node heard RequestLimitExceeded;
+	// ThrottledWait is the sum of their waits, ThrottledMax the longest.
+	ThrottledPods int
+	ThrottledWait time.Duration
+	ThrottledMax  time.Duration
+	// WaitP50, WaitMax: the measured pods' waits for an address.
+	WaitP50, WaitMax time.Duration
+	// AddFailures counts ADDs the agent answered with an error (kubelet
+	// retried them).
+	AddFailures int
+	// IdleAddresses are addresses on the nodes' ENIs that no pod holds,
+	// at the end of the run.
+	IdleAddresses int
+	LivePods      int
+	ENIs          int
+	Wall          time.Duration
+}
+
+// fill computes the figures at the end of the run.
+func (r *run) fill(rep *Report) {
+	rep.Window = r.now().Sub(r.start)
+	rep.Pods, rep.Unaddressed = len(r.waits), r.waiting
+	if !r.lastAddr.IsZero() {
+		rep.LastAddress = r.lastAddr.Sub(r.start)
+	}
+	rep.Calls, rep.Throttled = map[string]int{}, map[string]int{}
+	for _, n := range r.nodes {
+		n.tr.mu.Lock()
+		for a, k := range n.tr.calls {
+			rep.Calls[a] += k
+		}
+		for a, k := range n.tr.throttled {
+			rep.Throttled[a] += k
+		}
+		n.tr.mu.Unlock()
+	}
+	rep.AddFailures = r.addFailures
+	rep.ThrottledPods = len(r.throttledWaits)
+	for _, w := range r.throttledWaits {
+		rep.ThrottledWait += w
+		rep.ThrottledMax = max(rep.ThrottledMax, w)
+	}
+	if len(r.waits) > 0 {
+		w := slices.Clone(r.waits)
+		slices.Sort(w)
+		rep.WaitP50, rep.WaitMax = w[len(w)/2], w[len(w)-1]
+	}
+	for _, n := range r.nodes {
+		ifs, err := r.cloud.Interfaces(n.id)
+		if err != nil {
+			r.fatal(err)
+			return
+		}
+		held := 0
+		for _, i := range ifs {
+			held += len(i.Addresses) - 1 + 16*len(i.Prefixes)
+		}
+		live := 0
+		for _, p := range n.pods {
+			if p.state == podLive {
+				live++
+			}
+		}
+		rep.ENIs += len(ifs)
+		rep.LivePods += live
+		rep.IdleAddresses += held - live
+	}
+	rep.Needed = r.needed
+	rep.LowerBound = r.lowerBound()
+}
+
+// lowerBound is max over actions of (needed − burst) ÷ refill, plus one
+// attach delay when an ENI must attach.
+func (r *run) lowerBound() time.Duration {
+	var lb time.Duration
+	for a, k := range r.needed {
+		b := r.opts.Account.bucketFor(a)
+		if over := k - b.Burst; over > 0 && b.Refill > 0 {
+			lb = max(lb, time.Duration(float64(over)/b.Refill*float64(time.Second)))
+		}
+	}
+	if r.needed["AttachNetworkInterface"] > 0 {
+		lb += r.opts.Account.AttachDelay
+	}
+	return lb
+}
+
+// Write prints the report as Markdown.
+func (rep *Report) Write(w io.Writer) {
+	per := func(k int) string { return fmt.Sprintf("%.2f", float64(k)/float64(rep.Nodes)) }
+	fmt.Fprintf(w, "#### %s: %s\n\n", rep.Scenario, rep.Summary)
+	fmt.Fprintf(w, "%d nodes (m5.xlarge), %d measured pods; buckets: mutating %d/%.0f per s, Describe %d/%.0f per s (per action); attach delay %s.\n\n",
+		rep.Nodes, rep.Pods, rep.Account.Mutating.Burst, rep.Account.Mutating.Refill, rep.Account.Describe.Burst, rep.Account.Describe.Refill, rep.Account.AttachDelay)
+	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
+	if rep.Pods > 0 {
+		fmt.Fprintf(w, "| time until the last pod has an address | %s |\n", fmtDur(rep.LastAddress))
+		if rep.LowerBound > 0 {
+			fmt.Fprintf(w, "| lower bound (needed calls ÷ refill + attach) | %s (%s; ratio %.2f) |\n", fmtDur(rep.LowerBound), fmtCounts(rep.Needed), rep.LastAddress.Seconds()/rep.LowerBound.Seconds())
+		}
+		fmt.Fprintf(w, "| pod wait p50 / max | %s / %s |\n", fmtDur(rep.WaitP50), fmtDur(rep.WaitMax))
+	}
+	if rep.Unaddressed > 0 {
+		fmt.Fprintf(w, "| pods still without an address at the end | %d |\n", rep.Unaddressed)
+	}
+	fmt.Fprintf(w, "| measured window | %s |\n", fmtDur(rep.Window))
+	fmt.Fprintf(w, "| RequestLimitExceeded answers | %d (%s) |\n", sum(rep.Throttled), fmtCounts(rep.Throttled))
+	fmt.Fprintf(w, "| pods that waited while their node was throttled | %d, %s in all, longest %s |\n", rep.ThrottledPods, fmtDur(rep.ThrottledWait), fmtDur(rep.ThrottledMax))
+	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried) | %d |\n", rep.AddFailures)
+	fmt.Fprintf(w, "| EC2 calls | %d, %s per node |\n", sum(rep.Calls), per(sum(rep.Calls)))
+	hours := rep.Window.Hours()
+	for _, a := range slices.Sorted(maps.Keys(rep.Calls)) {
+		line := fmt.Sprintf("| — %s per node | %s", a, per(rep.Calls[a]))
+		if hours > 0 {
+			line += fmt.Sprintf(" (%.1f per node per hour)", float64(rep.Calls[a])/float64(rep.Nodes)/hours)
+		}
+		fmt.Fprintln(w, line+" |")
+	}
+	fmt.Fprintf(w, "| idle addresses held at the end | %d (%s per node; %d ENIs, %d live pods) |\n", rep.IdleAddresses, per(rep.IdleAddresses), rep.ENIs, rep.LivePods)
+	fmt.Fprintf(w, "| wall time | %s |\n\n", rep.Wall.Round(time.Second))
+}
+
+func sum(m map[string]int) int {
+	t := 0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+func fmtCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, a := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", a, m[a]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtDur(d time.Duration) string {
+	if d >= time.Minute {
+		return fmt.Sprintf("%s (%.0f s)", d.Round(time.Second), d.Seconds())
+	}
+	return d.Round(100 * time.Millisecond).String()
+}

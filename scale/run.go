@@ -1,0 +1,469 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vpcnet/vpcnet/clock"
+	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/limits"
+	"github.com/vpcnet/vpcnet/sim"
+)
+
+// instanceType is every node's: 4 ENIs of 15 addresses, 58 pods.
+const instanceType = "m5.xlarge"
+
+// Options describe one run of a scenario.
+type Options struct {
+	// Scenario is one of Scenarios' names.
+	Scenario string
+	// Nodes and PodsPerNode size it; zero takes the scenario's default.
+	Nodes       int
+	PodsPerNode int
+	// TotalPods, for scale-up, spreads this many pods over the nodes.
+	TotalPods int
+	// Account is the EC2 account's buckets and delays; zero values take
+	// DefaultAccount's.
+	Account Account
+	// CallLatency is how long one EC2 call takes; a job answers after
+	// the sum of its calls' latencies. Default 100 ms.
+	CallLatency time.Duration
+	// Churn is how long the churn scenario replaces pods; Steady how long
+	// the steady scenario watches an idle cluster. Defaults 10 min, 1 h.
+	Churn  time.Duration
+	Steady time.Duration
+	// Limit bounds the measured phase in simulated time. Default 2 h.
+	Limit time.Duration
+	Seed  uint64
+	// Settings override the agent's defaults (env var → value), as the
+	// DaemonSet's environment would.
+	Settings map[string]string
+}
+
+// Scenario is a named way to load the account.
+type Scenario struct {
+	Name    string
+	Summary string
+	// Nodes and PodsPerNode are the defaults.
+	Nodes, PodsPerNode, TotalPods int
+	play                          func(r *run)
+}
+
+// Scenarios are issue 15's four, plus the idle cluster for the steady
+// cost per node.
+var Scenarios = []Scenario{
+	{Name: "join", Summary: "nodes join at once and each gets its pods", Nodes: 1000, PodsPerNode: 30, play: playJoin},
+	{Name: "scale-up", Summary: "warm nodes go from 0 pods to TotalPods at once", Nodes: 500, TotalPods: 23000, play: playScaleUp},
+	{Name: "restart", Summary: "every agent restarts at once with its pods in place; each node gets one new pod", Nodes: 1000, PodsPerNode: 30, play: playRestart},
+	{Name: "churn", Summary: "pod churn on nodes whose subnet is nearly full", Nodes: 200, PodsPerNode: 20, play: playChurn},
+	{Name: "bursts", Summary: "bursts of pods a minute and a half apart, each gone 30 s later, for the churn time", Nodes: 100, PodsPerNode: 20, play: playBursts},
+	{Name: "steady", Summary: "an idle cluster for an hour: what each node spends doing nothing", Nodes: 1000, PodsPerNode: 30, play: playSteady},
+}
+
+// ScenarioByName finds a scenario.
+func ScenarioByName(name string) (Scenario, bool) {
+	i := slices.IndexFunc(Scenarios, func(s Scenario) bool { return s.Name == name })
+	if i < 0 {
+		return Scenario{}, false
+	}
+	return Scenarios[i], true
+}
+
+// run is one scenario's world.
+type run struct {
+	ctx   context.Context
+	opts  Options
+	cfg   config.Config
+	rng   *rand.Rand
+	clk   *clock.Manual
+	cloud *sim.Cloud
+	q     queue
+	nodes []*node
+	err   error
+
+	// Measured phase.
+	start       time.Time
+	waiting     int // measured pods without an address
+	lastAddr    time.Time
+	booted      int
+	addFailures int
+	waits       []time.Duration
+	// throttledWaits are the waits of pods whose node heard
+	// RequestLimitExceeded while they waited.
+	throttledWaits []time.Duration
+	// needed are the calls the measured phase needs at the least.
+	needed map[string]int
+}
+
+func (r *run) now() time.Time { return r.clk.Now() }
+
+func (r *run) fatal(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *run) latency(calls int) time.Duration {
+	return max(time.Duration(calls)*r.opts.CallLatency, time.Millisecond)
+}
+
+// podDone records a measured pod's wait.
+func (r *run) podDone(p *pod) {
+	r.waiting--
+	r.lastAddr = r.now()
+	w := p.addrAt.Sub(p.created)
+	r.waits = append(r.waits, w)
+	if p.n.tr.throttledBetween(p.created, p.addrAt) {
+		r.throttledWaits = append(r.throttledWaits, w)
+	}
+}
+
+// Run plays a scenario and returns its figures.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	sc, ok := ScenarioByName(o.Scenario)
+	if !ok {
+		names := make([]string, len(Scenarios))
+		for i, s := range Scenarios {
+			names[i] = s.Name
+		}
+		return nil, fmt.Errorf("scenario %q: no such scenario; choose one of %s", o.Scenario, strings.Join(names, ", "))
+	}
+	o.Nodes = cmpOr(o.Nodes, sc.Nodes)
+	o.PodsPerNode = cmpOr(o.PodsPerNode, sc.PodsPerNode)
+	o.TotalPods = cmpOr(o.TotalPods, sc.TotalPods)
+	if o.Account == (Account{}) {
+		o.Account = DefaultAccount()
+	}
+	o.CallLatency = cmpOr(o.CallLatency, 100*time.Millisecond)
+	o.Churn = cmpOr(o.Churn, 10*time.Minute)
+	o.Steady = cmpOr(o.Steady, time.Hour)
+	o.Limit = cmpOr(o.Limit, 2*time.Hour)
+	if o.Nodes <= 0 {
+		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
+	}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := o.Settings[k]; return v, ok })
+	if err != nil {
+		return nil, fmt.Errorf("agent settings: %w", err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &run{ctx: ctx, opts: o, cfg: cfg, rng: rand.New(rand.NewPCG(o.Seed, 0x7363616c65)), clk: clock.NewManual(start)}
+	subnets, bits := (o.Nodes+249)/250, 16 // a /16 per 250 nodes: room for every pod
+	if sc.Name == "churn" {
+		// One subnet a little smaller than the nodes' pods plus one warm
+		// ENI each: the warm pools cannot all fill.
+		subnets, bits = 1, subnetBitsFor(o.Nodes*(o.PodsPerNode+18))
+	}
+	topo := topology(o.Account, o.Nodes, instanceType, subnets, bits)
+	r.cloud, err = sim.NewCloud(topo, sim.Options{Now: r.clk.Now, Seed: int64(o.Seed%(1<<62)) + 1})
+	if err != nil {
+		return nil, err
+	}
+	defer r.cloud.Close()
+	ec2 := r.cloud.EC2Handler()
+	for i := range o.Nodes {
+		id := instanceID(i)
+		n := &node{r: r, idx: i, id: id, host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}}
+		n.tr = newTransport(ec2, r.cloud.IMDSHandler(id), r.clk.Now)
+		if n.client, err = newClient(ctx, n.tr, id); err != nil {
+			return nil, fmt.Errorf("node %s: EC2 client: %w", id, err)
+		}
+		r.nodes = append(r.nodes, n)
+	}
+	wall := time.Now()
+	if sc.Name != "join" {
+		// The cluster the scenario starts from is built with EC2's
+		// throttling off (it is not what is measured, and a thousand
+		// throttled joins cost minutes of wall time); measure() puts
+		// the account's buckets back, full.
+		if err := r.cloud.SetThrottle(sim.ThrottleSpec{Disabled: true}); err != nil {
+			return nil, err
+		}
+	}
+	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account}
+	sc.play(r)
+	if r.err != nil {
+		return nil, r.err
+	}
+	r.fill(rep)
+	rep.Wall = time.Since(wall)
+	return rep, r.err
+}
+
+// subnetBitsFor is the prefix length of the smallest subnet holding want
+// addresses (a /16 to a /28).
+func subnetBitsFor(want int) int {
+	bits := 28
+	for bits > 16 && (1<<(32-bits))-5 < want {
+		bits--
+	}
+	return bits
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// advanceTo runs every event up to t, moving the clock with them.
+func (r *run) advanceTo(t time.Time) {
+	for r.err == nil {
+		at, ok := r.q.peek()
+		if !ok || at.After(t) {
+			break
+		}
+		ev, _ := r.q.pop()
+		if ev.at.After(r.now()) {
+			r.clk.Advance(ev.at.Sub(r.now()))
+		}
+		ev.fn()
+	}
+	if t.After(r.now()) {
+		r.clk.Advance(t.Sub(r.now()))
+	}
+}
+
+// runUntil runs events until done says so (checked after each event's
+// time) or limit passes; it reports whether done.
+func (r *run) runUntil(limit time.Time, done func() bool) bool {
+	for r.err == nil {
+		if done() {
+			return true
+		}
+		at, ok := r.q.peek()
+		if !ok || at.After(limit) {
+			r.advanceTo(limit)
+			return done()
+		}
+		r.advanceTo(at)
+	}
+	return false
+}
+
+// settle runs until every agent is up and quiet, checked every 5 s, or
+// for at most limit.
+func (r *run) settle(limit time.Duration) {
+	end := r.now().Add(limit)
+	for r.err == nil && r.now().Before(end) {
+		r.advanceTo(r.now().Add(5 * time.Second))
+		if r.allQuiet() {
+			return
+		}
+	}
+}
+
+func (r *run) allQuiet() bool {
+	for _, n := range r.nodes {
+		if !n.quiet() {
+			return false
+		}
+	}
+	return true
+}
+
+// measure starts the measured phase: counts so far are forgotten and the
+// account's buckets are in force, full.
+func (r *run) measure() {
+	acc := r.opts.Account
+	if err := r.cloud.SetThrottle(sim.ThrottleSpec{Mutating: acc.Mutating, Describe: acc.Describe}); err != nil {
+		r.fatal(err)
+	}
+	r.start = r.now()
+	r.lastAddr = time.Time{}
+	r.waits, r.throttledWaits, r.addFailures, r.booted = nil, nil, 0, 0
+	r.waiting = 0
+	for _, n := range r.nodes {
+		n.tr.reset()
+		for _, p := range n.pods {
+			p.measured = false
+		}
+	}
+}
+
+// need counts the calls the measured phase needs at the least for node i
+// to hold target(i) addresses: one assign per ENI with room, then new ENIs
+// each created with its addresses (one create, one attach, one
+// DeleteOnTermination). booting adds start-up's read of the attached ENIs.
+func (r *run) need(target func(i int) int, booting bool) {
+	r.needed = map[string]int{}
+	lim, _ := limits.Lookup(instanceType)
+	per := lim.IPv4PerENI - 1
+	for i, n := range r.nodes {
+		if booting {
+			r.needed["DescribeNetworkInterfaces"]++
+		}
+		ifs, err := r.cloud.Interfaces(n.id)
+		if err != nil {
+			r.fatal(err)
+			return
+		}
+		have := 0
+		for _, f := range ifs {
+			have += len(f.Addresses) - 1
+		}
+		short := target(i) - have
+		for _, f := range ifs {
+			if room := per - (len(f.Addresses) - 1); short > 0 && room > 0 {
+				r.needed["AssignPrivateIpAddresses"]++
+				short -= room
+			}
+		}
+		if short > 0 {
+			k := min((short+per-1)/per, lim.MaxENIs-len(ifs))
+			r.needed["CreateNetworkInterface"] += k
+			r.needed["AttachNetworkInterface"] += k
+			r.needed["ModifyNetworkInterfaceAttribute"] += k
+		}
+	}
+	for a, k := range r.needed {
+		if k == 0 {
+			delete(r.needed, a)
+		}
+	}
+}
+
+// bootAll starts every agent now.
+func (r *run) bootAll() {
+	for _, n := range r.nodes {
+		r.q.at(r.now(), n.boot)
+	}
+}
+
+// addPods gives each node per pods now, measured.
+func (r *run) addPods(per func(i int) int, tag string) {
+	for i, n := range r.nodes {
+		for k := range per(i) {
+			n.addPod(fmt.Sprintf("%s-%d-%d", tag, i, k), true)
+		}
+	}
+}
+
+// untilPods runs until every measured pod has an address, or for at most
+// limit, then settles.
+func (r *run) untilPods(limit time.Duration) {
+	r.runUntil(r.now().Add(limit), func() bool { return r.waiting == 0 })
+	r.settle(5 * time.Minute)
+}
+
+func playJoin(r *run) {
+	r.measure()
+	r.need(func(int) int { return r.opts.PodsPerNode }, true)
+	r.bootAll()
+	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
+	r.untilPods(r.opts.Limit)
+}
+
+func playScaleUp(r *run) {
+	r.bootAll()
+	r.settle(r.opts.Limit)
+	r.measure()
+	total, nodes := r.opts.TotalPods, len(r.nodes)
+	per := func(i int) int { return total/nodes + btoi(i < total%nodes) }
+	r.need(per, false)
+	r.addPods(per, "s")
+	r.untilPods(r.opts.Limit)
+}
+
+func playRestart(r *run) {
+	r.bootAll()
+	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
+	r.runUntil(r.now().Add(r.opts.Limit), func() bool { return r.waiting == 0 })
+	r.settle(r.opts.Limit)
+	r.measure()
+	r.need(func(i int) int { return len(r.nodes[i].pods) + 1 }, true)
+	for _, n := range r.nodes {
+		n.crash()
+	}
+	r.bootAll()
+	r.addPods(func(int) int { return 1 }, "n")
+	r.untilPods(r.opts.Limit)
+}
+
+// playChurn: the nodes share one subnet of about 38 addresses per node:
+// room for their pods (two ENIs) but not for every warm ENI. Each node
+// starts with its pods, then every 30 s (each node at its own phase)
+// deletes two pods and creates two.
+func playChurn(r *run) {
+	r.bootAll()
+	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
+	r.runUntil(r.now().Add(r.opts.Limit), func() bool { return r.waiting == 0 })
+	r.settle(10 * time.Minute)
+	r.measure()
+	end := r.now().Add(r.opts.Churn)
+	seq := 0
+	for i, n := range r.nodes {
+		phase := time.Duration(i) * 30 * time.Second / time.Duration(len(r.nodes))
+		var tick func()
+		tick = func() {
+			if r.now().After(end) {
+				return
+			}
+			live := n.sortedPods()
+			live = slices.DeleteFunc(live, func(p *pod) bool { return p.state != podLive || p.req != 0 })
+			for k := 0; k < 2 && k < len(live); k++ {
+				n.delPod(live[k])
+			}
+			for range 2 {
+				seq++
+				n.addPod(fmt.Sprintf("c-%d-%d", i, seq), true)
+			}
+			r.q.at(r.now().Add(30*time.Second), tick)
+		}
+		r.q.at(r.now().Add(phase), tick)
+	}
+	r.advanceTo(end)
+	// Pods on nodes that cannot grow may never get an address.
+	r.untilPods(5 * time.Minute)
+}
+
+// playBursts: every node idles with its warm pool; every 90 s each node
+// gets PodsPerNode pods, deleted 30 s after they have addresses. A pool
+// that detaches its ENI between bursts creates a new one for each.
+func playBursts(r *run) {
+	r.bootAll()
+	r.settle(r.opts.Limit)
+	r.measure()
+	end := r.now().Add(r.opts.Churn)
+	burst := 0
+	for r.err == nil && r.now().Before(end) {
+		burst++
+		tag := fmt.Sprintf("b%d", burst)
+		r.addPods(func(int) int { return r.opts.PodsPerNode }, tag)
+		r.q.at(r.now().Add(30*time.Second), func() {
+			for _, n := range r.nodes {
+				for _, p := range n.sortedPods() {
+					n.delPod(p)
+				}
+			}
+		})
+		r.advanceTo(r.now().Add(90 * time.Second))
+	}
+	r.untilPods(r.opts.Limit)
+}
+
+func playSteady(r *run) {
+	r.bootAll()
+	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
+	r.runUntil(r.now().Add(r.opts.Limit), func() bool { return r.waiting == 0 })
+	r.settle(r.opts.Limit)
+	r.measure()
+	r.advanceTo(r.now().Add(r.opts.Steady))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sortPods(ps []*pod) {
+	slices.SortFunc(ps, func(a, b *pod) int { return strings.Compare(a.name, b.name) })
+}

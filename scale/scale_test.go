@@ -1,0 +1,109 @@
+package scale
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/sim/simtest"
+)
+
+// TestScenariosSmall plays every scenario with 20 nodes: each must finish
+// with every pod addressed and spend only the EC2 calls the scenario
+// calls for.
+func TestScenariosSmall(t *testing.T) {
+	simtest.IsolateAWSEnv(t)
+	t.Setenv("AWS_CA_BUNDLE", "") // the in-process client has no TLS
+	const nodes = 20
+	tests := []struct {
+		scenario string
+		nodes    int
+		pods     int // measured pods that must get an address; -1: any
+		check    func(t *testing.T, rep *Report)
+	}{
+		{"join", nodes, nodes * 30, func(t *testing.T, rep *Report) {
+			// Every ENI created is used: none fails to attach and is
+			// deleted again (creates at the same instant once shared a
+			// ClientToken).
+			if d := rep.Calls["DeleteNetworkInterface"]; d != 0 {
+				t.Errorf("%d ENIs deleted during a join; want none", d)
+			}
+			if c, a := rep.Calls["CreateNetworkInterface"], rep.Calls["AttachNetworkInterface"]; c != a {
+				t.Errorf("%d creates but %d attaches; every created ENI should attach once", c, a)
+			}
+			if rep.LowerBound <= 0 {
+				t.Errorf("no lower bound for a join that needs ENIs")
+			}
+		}},
+		{"scale-up", nodes, nodes * 46, nil},
+		{"restart", nodes, nodes, func(t *testing.T, rep *Report) {
+			// A restart with the pods in place and room for one more
+			// each changes nothing in EC2.
+			for a, k := range rep.Calls {
+				if mutating[a] && k > 0 {
+					t.Errorf("restart made %d %s calls; want no EC2 change", k, a)
+				}
+			}
+		}},
+		// 25 nodes on a /22: about 41 addresses each, fewer than two
+		// pods' ENIs and a warm one (45).
+		{"churn", 25, -1, nil},
+		{"bursts", nodes, -1, func(t *testing.T, rep *Report) {
+			// The pool keeps its ENIs between bursts: the only ENIs
+			// created are those the first burst needed.
+			if d := rep.Calls["DeleteNetworkInterface"]; d != 0 {
+				t.Errorf("%d ENIs deleted between bursts a minute and a half apart", d)
+			}
+			if c := rep.Calls["CreateNetworkInterface"]; c > 2*nodes {
+				t.Errorf("%d ENIs created for %d nodes; the first burst needs 2 each and later ones none", c, nodes)
+			}
+		}},
+		{"steady", nodes, 0, func(t *testing.T, rep *Report) {
+			// Ten idle minutes: IMDS shows no change, so EC2 is read
+			// at most once per node (every ten reconcile intervals).
+			if d := rep.Calls["DescribeNetworkInterfaces"]; d > nodes {
+				t.Errorf("%d DescribeNetworkInterfaces calls from %d idle nodes in 10 minutes; want at most one each", d, nodes)
+			}
+			for a, k := range rep.Calls {
+				if mutating[a] && k > 0 {
+					t.Errorf("an idle cluster made %d %s calls", k, a)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			o := Options{Scenario: tt.scenario, Nodes: tt.nodes, Seed: 1, Steady: 10 * time.Minute, Churn: time.Minute}
+			if tt.scenario == "bursts" {
+				o.Churn = 6 * time.Minute
+			}
+			if tt.scenario == "scale-up" {
+				o.TotalPods = nodes * 46
+			}
+			rep, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			rep.Write(&b)
+			t.Log("\n" + b.String())
+			if tt.pods >= 0 && rep.Unaddressed != 0 {
+				t.Errorf("%d pods without an address at the end", rep.Unaddressed)
+			}
+			if tt.pods >= 0 && rep.Pods != tt.pods {
+				t.Errorf("%d pods got an address; want %d", rep.Pods, tt.pods)
+			}
+			if tt.check != nil {
+				tt.check(t, rep)
+			}
+		})
+	}
+}
+
+func TestUnknownScenario(t *testing.T) {
+	_, err := Run(context.Background(), Options{Scenario: "nope"})
+	if err == nil || !strings.Contains(err.Error(), "join") {
+		t.Fatalf("err = %v; want one naming the scenarios", err)
+	}
+}
