@@ -5,30 +5,27 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netfacts"
 )
 
-// rpcServer adapts the agent to the plugin's gRPC contract.
+// rpcServer adapts the agent to the plugin's contract (agentapi).
 type rpcServer struct {
-	agentapi.UnimplementedAgentServer
 	a *Agent
 }
+
+var _ agentapi.Handler = (*rpcServer)(nil)
 
 // keyOf is the attachment of an Add or Check, held to the rules the plugin
 // and the checkpoint share (netfacts): what is recorded can be read back.
 func keyOf(at *agentapi.Attachment) (ipam.Key, error) {
 	if at == nil {
-		return ipam.Key{}, status.Error(codes.InvalidArgument, "attachment needs a network name, a container id and an interface name")
+		return ipam.Key{}, agentapi.Errorf(agentapi.InvalidArgument, "attachment needs a network name, a container id and an interface name")
 	}
 	if err := netfacts.ValidateAttachment(at.Network, at.ContainerId, at.IfName); err != nil {
-		return ipam.Key{}, status.Error(codes.InvalidArgument, "attachment: "+err.Error())
+		return ipam.Key{}, agentapi.Errorf(agentapi.InvalidArgument, "attachment: %v", err)
 	}
 	return ipam.Key{Network: at.Network, ContainerID: at.ContainerId, IfName: at.IfName}, nil
 }
@@ -37,7 +34,7 @@ func keyOf(at *agentapi.Attachment) (ipam.Key, error) {
 // an entry recorded before the rules existed can still be released.
 func anyKeyOf(at *agentapi.Attachment) (ipam.Key, error) {
 	if at == nil || at.Network == "" || at.ContainerId == "" || at.IfName == "" {
-		return ipam.Key{}, status.Error(codes.InvalidArgument, "attachment needs a network name, a container id and an interface name")
+		return ipam.Key{}, agentapi.Errorf(agentapi.InvalidArgument, "attachment needs a network name, a container id and an interface name")
 	}
 	return ipam.Key{Network: at.Network, ContainerID: at.ContainerId, IfName: at.IfName}, nil
 }
@@ -49,7 +46,7 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 	}
 	if req.PodNamespace != "" || req.PodName != "" {
 		if err := netfacts.ValidatePod(req.PodNamespace, req.PodName); err != nil {
-			return nil, status.Error(codes.InvalidArgument, "pod: "+err.Error())
+			return nil, agentapi.Errorf(agentapi.InvalidArgument, "pod: %v", err)
 		}
 	}
 	r, err := s.a.add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
@@ -89,7 +86,7 @@ func (s *rpcServer) Check(ctx context.Context, req *agentapi.CheckRequest) (*age
 		return nil, toStatus(err)
 	}
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "vpcnetd holds no address for %s", key)
+		return nil, agentapi.Errorf(agentapi.NotFound, "vpcnetd holds no address for %s", key)
 	}
 	return s.a.reply(as, eni), nil
 }
@@ -105,7 +102,7 @@ func (s *rpcServer) Status(ctx context.Context, _ *agentapi.StatusRequest) (*age
 
 func (s *rpcServer) GC(ctx context.Context, req *agentapi.GCRequest) (*agentapi.GCReply, error) {
 	if err := netfacts.ValidateNetworkName(req.Network); err != nil {
-		return nil, status.Error(codes.InvalidArgument, "GC: "+err.Error())
+		return nil, agentapi.Errorf(agentapi.InvalidArgument, "GC: %v", err)
 	}
 	valid := make(map[ipam.Key]bool, len(req.Valid))
 	for _, at := range req.Valid {
@@ -190,22 +187,18 @@ func (a *Agent) reply(as ipam.Assignment, eni ipam.ENI) *agentapi.AddReply {
 	}
 }
 
-// toStatus gives the plugin a gRPC status whose message an operator can
-// act on, with the no-address reason as machine-readable detail.
+// toStatus gives the plugin an error whose message an operator can act
+// on, with the no-address reason as machine-readable detail.
 func toStatus(err error) error {
 	var na *NoAddressError
 	if errors.As(err, &na) {
-		st := status.New(codes.ResourceExhausted, na.Error())
-		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: na.Reason, Domain: "vpcnet.io"}); derr == nil {
-			st = d
-		}
-		return st.Err()
+		return &agentapi.Error{Code: agentapi.ResourceExhausted, Message: na.Error(), Reason: na.Reason}
 	}
 	if errors.Is(err, errStopped) {
-		return status.Error(codes.Unavailable, err.Error())
+		return &agentapi.Error{Code: agentapi.Unavailable, Message: err.Error()}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.Error(codes.DeadlineExceeded, err.Error())
+		return &agentapi.Error{Code: agentapi.DeadlineExceeded, Message: err.Error()}
 	}
-	return status.Error(codes.Internal, err.Error())
+	return &agentapi.Error{Code: agentapi.Internal, Message: err.Error()}
 }

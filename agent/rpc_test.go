@@ -6,11 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/ipam"
 )
@@ -28,12 +23,7 @@ func TestPluginSocketIsRootOnlyAndServesAddDelCheckStatus(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode = %v, want 0600", fi.Mode().Perm())
 	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := agentapi.NewAgentClient(conn)
+	c := &agentapi.Client{Socket: sock}
 	ctx := context.Background()
 	at := &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}
 
@@ -56,14 +46,14 @@ func TestPluginSocketIsRootOnlyAndServesAddDelCheckStatus(t *testing.T) {
 	if err != nil || chk.Address != add.Address {
 		t.Fatalf("Check = %v, %v; want %s", chk, err, add.Address)
 	}
-	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: &agentapi.Attachment{Network: "aws-cni"}}); status.Code(err) != codes.InvalidArgument {
+	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: &agentapi.Attachment{Network: "aws-cni"}}); agentapi.CodeOf(err) != agentapi.InvalidArgument {
 		t.Fatalf("Add without a container id = %v, want InvalidArgument", err)
 	}
 	del, err := c.Del(ctx, &agentapi.DelRequest{Attachment: at})
 	if err != nil || !del.Released || del.Address != add.Address {
 		t.Fatalf("Del = %v, %v", del, err)
 	}
-	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: at}); status.Code(err) != codes.NotFound {
+	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: at}); agentapi.CodeOf(err) != agentapi.NotFound {
 		t.Fatalf("Check after Del = %v, want NotFound", err)
 	}
 }
@@ -98,12 +88,7 @@ func TestThePluginAPIRefusesAttachmentsAndPodsItCouldNotRecord(t *testing.T) {
 	n := w.node("i-node1", nil)
 	a := n.start(t)
 	a.waitReady(t)
-	conn, err := grpc.NewClient("unix://"+n.env["VPCNET_SOCKET"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := agentapi.NewAgentClient(conn)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
 	tests := []struct {
 		name string
 		req  *agentapi.AddRequest
@@ -116,7 +101,7 @@ func TestThePluginAPIRefusesAttachmentsAndPodsItCouldNotRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := c.Add(context.Background(), tt.req)
-			if status.Code(err) != codes.InvalidArgument || !strings.Contains(strings.ToLower(err.Error()), tt.want) {
+			if agentapi.CodeOf(err) != agentapi.InvalidArgument || !strings.Contains(strings.ToLower(err.Error()), tt.want) {
 				t.Fatalf("Add = %v; want InvalidArgument naming the %s", err, tt.want)
 			}
 		})

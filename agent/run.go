@@ -7,8 +7,6 @@ import (
 	"net"
 	"sync"
 
-	"google.golang.org/grpc"
-
 	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
@@ -59,18 +57,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	a.bridge.bridgeKube(ctx, &wg)
 
-	var srv *grpc.Server
+	var srv *agentapi.Server
 	if err := a.starter.step("serve the plugin socket", func() error {
 		l, err := listenSocket(ctx, a.cfg.Socket)
 		if err != nil {
 			return err
 		}
-		srv = grpc.NewServer()
-		agentapi.RegisterAgentServer(srv, &rpcServer{a: a})
+		srv = agentapi.NewServer(&rpcServer{a: a})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, agentapi.ErrServerStopped) {
 				a.log.Error("plugin socket stopped", "err", err)
 			}
 		}()
@@ -84,13 +81,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	a.ready.set(CondSocket, false, "shutting down")
-	a.stopGRPC(srv)
+	a.stopServer(srv)
 	a.log.Info("stopped; the CNI configuration stays so the node keeps its network ready during an upgrade")
 	return nil
 }
 
-// stopGRPC lets in-flight calls finish, for at most a few seconds.
-func (a *Agent) stopGRPC(srv *grpc.Server) {
+// stopServer lets in-flight calls finish, for at most a few seconds.
+func (a *Agent) stopServer(srv *agentapi.Server) {
 	done := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

@@ -69,7 +69,7 @@ func (b *bench) warm(ctx context.Context, res *Result) error {
 		}
 		return nil
 	}
-	// A few unrecorded cycles first: page cache, first gRPC connection.
+	// A few unrecorded cycles first: page cache, first agent connection.
 	const warmup = 10
 	var before Metrics
 	var prof *profiler

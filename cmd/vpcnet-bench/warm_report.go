@@ -93,7 +93,7 @@ func (b *bench) warmReport(res *Result, v, r *cycles, phases map[string]addPhase
 	add("ADD as containerd sees it (libcni)", t)
 	add("  plugin process, fork to exit", med(exec))
 	add("    process start and exit (exec, Go runtime and package init, result, exit)", med(proc))
-	add("    config, log file, gRPC client set-up", med(pre))
+	add("    config, log file, agent client set-up", med(pre))
 	add("    Add RPC to vpcnetd, as the plugin sees it", med(rpc))
 	add("      agent handler (mean, vpcnet_rpc_duration_seconds)", handler)
 	add("        of which checkpoint write (mean, vpcnet_checkpoint_write_seconds)", ckpt)

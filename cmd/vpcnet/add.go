@@ -34,11 +34,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	log, closeLog := conf.logger()
 	defer closeLog()
-	a, err := dialAgent(conf)
-	if err != nil {
-		return err
-	}
-	defer a.close()
+	a := newAgent(conf)
 
 	ctx, cancel := a.context()
 	defer cancel()

@@ -45,11 +45,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	log, closeLog := conf.logger()
 	defer closeLog()
-	a, err := dialAgent(conf)
-	if err != nil {
-		return err
-	}
-	defer a.close()
+	a := newAgent(conf)
 	ctx, cancel := a.context()
 	defer cancel()
 	reply, err := a.api.Check(ctx, &agentapi.CheckRequest{Attachment: conf.attachment(args.ContainerID, args.IfName)})

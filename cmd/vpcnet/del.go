@@ -40,11 +40,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		return err
 	}
 
-	a, err := dialAgent(conf)
-	if err != nil {
-		return err
-	}
-	defer a.close()
+	a := newAgent(conf)
 	held, agentErr := release(a, conf, args, log)
 	if held.IsValid() {
 		addr = held

@@ -8,19 +8,14 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/vpcnet/vpcnet/agentapi"
 )
 
 // fakeAgent is an in-memory vpcnetd: it hands out the addresses it is
 // given, in order, and records what the plugin asked.
 type fakeAgent struct {
-	agentapi.UnimplementedAgentServer
 	socket string
-	srv    *grpc.Server
+	srv    *agentapi.Server
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -38,7 +33,7 @@ type lease struct {
 	table int32
 }
 
-var _ agentapi.AgentServer = (*fakeAgent)(nil)
+var _ agentapi.Handler = (*fakeAgent)(nil)
 
 func startFakeAgent(t *testing.T, free ...lease) *fakeAgent {
 	t.Helper()
@@ -53,8 +48,7 @@ func (a *fakeAgent) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.srv = grpc.NewServer()
-	agentapi.RegisterAgentServer(a.srv, a)
+	a.srv = agentapi.NewServer(a)
 	go func() { _ = a.srv.Serve(l) }()
 	t.Cleanup(a.srv.Stop)
 }
@@ -75,7 +69,10 @@ func (a *fakeAgent) stop(crashed bool) {
 }
 
 func key(at *agentapi.Attachment) string {
-	return fmt.Sprintf("%s/%s/%s", at.GetNetwork(), at.GetContainerId(), at.GetIfName())
+	if at == nil {
+		return "//"
+	}
+	return fmt.Sprintf("%s/%s/%s", at.Network, at.ContainerId, at.IfName)
 }
 
 func (a *fakeAgent) Add(_ context.Context, req *agentapi.AddRequest) (*agentapi.AddReply, error) {
@@ -88,7 +85,7 @@ func (a *fakeAgent) Add(_ context.Context, req *agentapi.AddRequest) (*agentapi.
 	l, ok := a.held[k]
 	if !ok {
 		if len(a.free) == 0 {
-			return nil, status.Error(codes.ResourceExhausted, "no free address")
+			return nil, agentapi.Errorf(agentapi.ResourceExhausted, "no free address")
 		}
 		l, a.free = a.free[0], a.free[1:]
 		a.held[k] = l
@@ -125,7 +122,7 @@ func (a *fakeAgent) Check(_ context.Context, req *agentapi.CheckRequest) (*agent
 	defer a.mu.Unlock()
 	l, ok := a.held[key(req.Attachment)]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "no assignment for %s", key(req.Attachment))
+		return nil, agentapi.Errorf(agentapi.NotFound, "no assignment for %s", key(req.Attachment))
 	}
 	return a.reply(l, "", ""), nil
 }

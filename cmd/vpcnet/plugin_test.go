@@ -11,8 +11,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/dataplane/netnstest"
@@ -191,10 +189,10 @@ func TestAddPassesOnWhatTheAgentRanOutOf(t *testing.T) {
 		code uint
 		msg  string
 	}{
-		{"subnet exhausted", status.Error(codes.ResourceExhausted,
+		{"subnet exhausted", agentapi.Errorf(agentapi.ResourceExhausted,
 			"no free address: subnet subnet-0a1b (10.0.1.0/24) is exhausted and the instance has its maximum of 3 ENIs; add a subnet via ENIConfig"),
 			types.ErrTryAgainLater, "subnet subnet-0a1b (10.0.1.0/24) is exhausted"},
-		{"not ready", status.Error(codes.Unavailable, "not ready: checkpoint not loaded yet"),
+		{"not ready", agentapi.Errorf(agentapi.Unavailable, "not ready: checkpoint not loaded yet"),
 			types.ErrTryAgainLater, "not ready: checkpoint not loaded yet"},
 	}
 	for _, tt := range tests {

@@ -18,11 +18,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	a, err := dialAgent(conf)
-	if err != nil {
-		return err
-	}
-	defer a.close()
+	a := newAgent(conf)
 	ctx, cancel := a.context()
 	defer cancel()
 	reply, err := a.api.Status(ctx, &agentapi.StatusRequest{})
@@ -53,11 +49,7 @@ func cmdGC(args *skel.CmdArgs) error {
 	}
 	log, closeLog := conf.logger()
 	defer closeLog()
-	a, err := dialAgent(conf)
-	if err != nil {
-		return err
-	}
-	defer a.close()
+	a := newAgent(conf)
 	req := &agentapi.GCRequest{Network: conf.Name}
 	for _, v := range conf.ValidAttachments {
 		req.Valid = append(req.Valid, conf.attachment(v.ContainerID, v.IfName))
