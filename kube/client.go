@@ -3,23 +3,38 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vpcnet/vpcnet/agent"
 )
 
+// Core is the part of client-go's clientset the layer uses: the core/v1
+// typed client (Nodes, Pods, Events). kubernetes.Interface and the fake
+// clientset satisfy it; vpcnetd builds only the core/v1 client
+// (NewForConfig), since the whole clientset links every API group's client
+// and its discovery client the OpenAPI packages.
+type Core interface {
+	CoreV1() typedcorev1.CoreV1Interface
+}
+
+// coreOnly is a core/v1 client as a Core.
+type coreOnly struct{ typedcorev1.CoreV1Interface }
+
+func (c coreOnly) CoreV1() typedcorev1.CoreV1Interface { return c.CoreV1Interface }
+
 // Options configure a Client.
 type Options struct {
 	// Client is required; Dynamic is required with CustomNetwork.
-	Client  kubernetes.Interface
+	Client  Core
 	Dynamic dynamic.Interface
 	// NodeName is MY_NODE_NAME; empty means find the Node by providerID.
 	NodeName string
@@ -58,7 +73,7 @@ type Options struct {
 // Client is the Kubernetes layer of one node's agent.
 type Client struct {
 	o      Options
-	cs     kubernetes.Interface
+	cs     Core
 	dyn    dynamic.Interface
 	log    *slog.Logger
 	now    func() time.Time
@@ -148,15 +163,15 @@ func NewForConfig(rc *rest.Config, o Options) (*Client, error) {
 	typed := rest.CopyConfig(rc)
 	typed.ContentType = "application/vnd.kubernetes.protobuf"
 	typed.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cs, err := kubernetes.NewForConfig(typed)
+	core, err := typedcorev1.NewForConfig(typed)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube: core/v1 client for %s: %w", rc.Host, err)
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube: dynamic client for %s: %w", rc.Host, err)
 	}
-	o.Client, o.Dynamic = cs, dyn
+	o.Client, o.Dynamic = coreOnly{core}, dyn
 	c, err := New(o)
 	if err != nil {
 		return nil, err
@@ -186,7 +201,7 @@ func (c *Client) Run(ctx context.Context, inst agent.Instance, changed func()) e
 	rec := c.startRecorder(ctx, host)
 	wg.Add(3)
 	go func() { defer wg.Done(); c.eventLoop(ctx, rec) }()
-	go func() { defer wg.Done(); c.probeLoop(ctx) }()
+	go func() { defer wg.Done(); c.probeLoop(ctx, host) }()
 	go func() { defer wg.Done(); c.taintLoop(ctx) }()
 
 	node, err := c.resolveNode(ctx, inst)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -100,12 +100,11 @@ func (c *Client) healthy() bool {
 	return c.reachable && c.errorsLocked() == ""
 }
 
-// probeLoop asks the API server for its version while it is failing, so
-// the status says when it is back even while nothing else asks it
-// anything. A healthy API server is not probed: thousands of nodes would
-// add up.
-func (c *Client) probeLoop(ctx context.Context) {
-	sv := discovery.ToServerVersionInterfaceWithContext(c.cs.Discovery())
+// probeLoop asks the API server for this node's Node while it is
+// failing, so the status says when it is back even while nothing else asks
+// it anything. A healthy API server is not probed: thousands of nodes
+// would add up. host names the Node until the Node is found.
+func (c *Client) probeLoop(ctx context.Context, host string) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -116,13 +115,32 @@ func (c *Client) probeLoop(ctx context.Context) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, c.o.ProbeInterval)
-		_, err := sv.ServerVersionWithContext(pctx)
+		err := c.probe(pctx, host)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		c.noteAPI(reachWhat, err)
 	}
+}
+
+// probe reads this node's Node from the API server's cache (resource
+// version 0), which costs it about what /version does and needs only the
+// core/v1 client (the discovery client that /version takes links the
+// OpenAPI packages) and the "get nodes" the agent has anyway. Not found is
+// an answer.
+func (c *Client) probe(ctx context.Context, host string) error {
+	name := host
+	c.mu.Lock()
+	if c.node != nil {
+		name = c.node.Name
+	}
+	c.mu.Unlock()
+	_, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // watchErrors routes an informer's list and watch failures into the

@@ -26,9 +26,6 @@ func TestAnUnreachableAPIServerIsReportedAndItsReturnNoticed(t *testing.T) {
 		return false, nil, nil
 	}
 	cs.PrependReactor("*", "*", refuse)
-	cs.Discovery().(interface {
-		PrependReactor(string, string, k8stesting.ReactionFunc)
-	}).PrependReactor("get", "version", refuse)
 	h := start(t, Options{NodeName: "n", Source: "in-cluster service account"}, cs, nil)
 
 	st := h.waitFor(t, "reported the API server unreachable", func(st agent.KubeState) bool { return !st.Reachable && !st.Since.IsZero() })

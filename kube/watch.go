@@ -7,17 +7,45 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
+
+// informer is a shared informer on one core/v1 resource whose list and
+// watch carry selector, built as client-go's generated informers build
+// theirs (k8s.io/client-go/informers/core/v1), which take the whole
+// clientset. client tells whether the API server's watch-list semantics
+// may be used (not with the fake clientset).
+func informer(client any, obj runtime.Object, selector string,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return watchFn(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, 0, cache.Indexers{})
+}
 
 // watch starts the informers on this Node and on its pods. Each is
 // filtered by a field selector, so the API server sends only this node's
 // objects.
 func (c *Client) watch(ctx context.Context, wg *sync.WaitGroup, name string) {
-	nodes := coreinformers.NewFilteredNodeInformer(c.cs, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	})
+	core := c.cs.CoreV1()
+	nodes := informer(c.cs, &corev1.Node{}, fields.OneTermEqualSelector("metadata.name", name).String(),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Nodes().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Nodes().Watch(ctx, o)
+		})
 	c.watchErrors(nodes, "watch Node "+name, nil)
 	// The field selector is the API server's promise; checking the name
 	// too costs nothing and keeps another Node's labels or taints from
@@ -32,9 +60,13 @@ func (c *Client) watch(ctx context.Context, wg *sync.WaitGroup, name string) {
 		UpdateFunc: func(_, n any) { onNode(n) },
 	}))
 
-	pods := coreinformers.NewFilteredPodInformer(c.cs, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", name).String()
-	})
+	pods := informer(c.cs, &corev1.Pod{}, fields.OneTermEqualSelector("spec.nodeName", name).String(),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
+		})
 	if err := pods.SetTransform(slimPod); err != nil {
 		panic("kube: pod transform set after the informer started: " + err.Error())
 	}
