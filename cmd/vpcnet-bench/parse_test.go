@@ -46,25 +46,34 @@ not a sample
 	}
 }
 
-func TestPhasesComeFromThePluginsPodAddedLines(t *testing.T) {
+func TestPhasesComeFromThePluginsPodAddedAndDeletedLines(t *testing.T) {
 	log := `time=2026-11-22T22:00:00.000Z level=INFO msg="pod added" pid=7 container=bench-v-1 pod=default/v-1 addr=10.0.0.5 eni=eni-1 rpc=1.5ms wire=2ms took=4.25ms
-time=2026-11-22T22:00:00.100Z level=INFO msg="pod deleted" pid=8 container=bench-v-1 addr=10.0.0.5
+time=2026-11-22T22:00:00.100Z level=INFO msg="pod deleted" pid=8 container=bench-v-1 addr=10.0.0.5 unwire=15ms rpc=1ms took=16.5ms
 time=2026-11-22T22:00:00.200Z level=WARN msg="agent unreachable: unwiring the pod anyway" pid=9 container=bench-v-2
 `
 	got, err := parsePhases(strings.NewReader(log))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := addPhases{rpc: 1500 * time.Microsecond, wire: 2 * time.Millisecond, took: 4250 * time.Microsecond}
-	if len(got) != 1 || got["bench-v-1"] != want {
-		t.Errorf("phases = %+v, want only bench-v-1: %+v", got, want)
+	wantAdd := phases{rpc: 1500 * time.Microsecond, wire: 2 * time.Millisecond, took: 4250 * time.Microsecond}
+	if len(got.add) != 1 || got.add["bench-v-1"] != wantAdd {
+		t.Errorf("ADD phases = %+v, want only bench-v-1: %+v", got.add, wantAdd)
+	}
+	wantDel := phases{unwire: 15 * time.Millisecond, rpc: time.Millisecond, took: 16500 * time.Microsecond}
+	if len(got.del) != 1 || got.del["bench-v-1"] != wantDel {
+		t.Errorf("DEL phases = %+v, want only bench-v-1: %+v", got.del, wantDel)
 	}
 }
 
 func TestPhasesFromAnOlderPluginAreAnError(t *testing.T) {
-	_, err := parsePhases(strings.NewReader(`level=INFO msg="pod added" container=c addr=10.0.0.5` + "\n"))
-	if err == nil || !strings.Contains(err.Error(), "rpc") {
-		t.Errorf("a log line without phase times gave %v, want an error naming the field", err)
+	for line, field := range map[string]string{
+		`level=INFO msg="pod added" container=c addr=10.0.0.5`:   "rpc",
+		`level=INFO msg="pod deleted" container=c addr=10.0.0.5`: "unwire",
+	} {
+		_, err := parsePhases(strings.NewReader(line + "\n"))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: gave %v, want an error naming the field %s", line, err, field)
+		}
 	}
 }
 

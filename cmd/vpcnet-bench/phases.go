@@ -10,45 +10,60 @@ import (
 	"time"
 )
 
-// addPhases is how one vpcnet ADD spent its time inside the plugin, from
-// its "pod added" log line.
-type addPhases struct {
-	rpc  time.Duration // the agent's Add call, as the plugin saw it
-	wire time.Duration // veth, addresses, routes, rules: netlink
-	took time.Duration // from cmdAdd's start to the log line
+// phases is how one vpcnet ADD or DEL spent its time inside the plugin,
+// from its "pod added" or "pod deleted" log line.
+type phases struct {
+	rpc    time.Duration // the agent call (Add or Del), as the plugin saw it
+	wire   time.Duration // ADD: veth, addresses, routes, rules: netlink
+	unwire time.Duration // DEL: the veth pair, routes and rules: netlink
+	took   time.Duration // from the command's start to the log line
 }
 
-// readPhases reads the plugin's log file: phases by container ID.
-func readPhases(path string) (map[string]addPhases, error) {
+// pluginLog is the phases of every ADD and DEL by container ID.
+type pluginLog struct {
+	add, del map[string]phases
+}
+
+// readPhases reads the plugin's log file.
+func readPhases(path string) (pluginLog, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("plugin log: %w", err)
+		return pluginLog{}, fmt.Errorf("plugin log: %w", err)
 	}
 	defer f.Close()
 	return parsePhases(f)
 }
 
-func parsePhases(r io.Reader) (map[string]addPhases, error) {
-	out := map[string]addPhases{}
+func parsePhases(r io.Reader) (pluginLog, error) {
+	out := pluginLog{add: map[string]phases{}, del: map[string]phases{}}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		kv := logfmt(sc.Text())
-		if kv["msg"] != "pod added" {
+		var p phases
+		var into map[string]phases
+		var fields []phaseField
+		switch kv["msg"] {
+		case "pod added":
+			into, fields = out.add, []phaseField{{"rpc", &p.rpc}, {"wire", &p.wire}, {"took", &p.took}}
+		case "pod deleted":
+			into, fields = out.del, []phaseField{{"unwire", &p.unwire}, {"rpc", &p.rpc}, {"took", &p.took}}
+		default:
 			continue
 		}
-		var p addPhases
-		var err error
-		for _, f := range []struct {
-			key string
-			d   *time.Duration
-		}{{"rpc", &p.rpc}, {"wire", &p.wire}, {"took", &p.took}} {
+		for _, f := range fields {
+			var err error
 			if *f.d, err = time.ParseDuration(kv[f.key]); err != nil {
-				return nil, fmt.Errorf("plugin log line %q: field %s: %w (is the plugin built from this tree?)", sc.Text(), f.key, err)
+				return pluginLog{}, fmt.Errorf("plugin log line %q: field %s: %w (is the plugin built from this tree?)", sc.Text(), f.key, err)
 			}
 		}
-		out[kv["container"]] = p
+		into[kv["container"]] = p
 	}
 	return out, sc.Err()
+}
+
+type phaseField struct {
+	key string
+	d   *time.Duration
 }
 
 // logfmt splits a log/slog text line into its key=value pairs; values

@@ -61,10 +61,12 @@ func (b *bench) warm(ctx context.Context, res *Result) error {
 		if err != nil {
 			return fmt.Errorf("%s DEL %s: %w", net.name, p.name, err)
 		}
+		delExec, _ := net.timer.take(execName(net), "DEL", p.containerID)
 		if keep {
 			runs[net].add = append(runs[net].add, add)
 			runs[net].del = append(runs[net].del, del)
 			runs[net].exec = append(runs[net].exec, exec)
+			runs[net].delExec = append(runs[net].delExec, delExec)
 			runs[net].ids = append(runs[net].ids, p.containerID)
 		}
 		return nil
@@ -110,6 +112,7 @@ func (b *bench) warm(ctx context.Context, res *Result) error {
 // cycles are the recorded ADD/DEL pairs of one arm.
 type cycles struct {
 	add, del, exec []time.Duration
+	delExec        []time.Duration // the first plugin's DEL process, fork to exit
 	ids            []string
 }
 

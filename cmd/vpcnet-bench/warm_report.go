@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func (b *bench) warmReport(res *Result, v, r *cycles, phases map[string]addPhases, agent Metrics) {
+func (b *bench) warmReport(res *Result, v, r *cycles, phases pluginLog, agent Metrics) {
 	sum := func(c *cycles) []time.Duration {
 		out := make([]time.Duration, len(c.add))
 		for i := range c.add {
@@ -56,7 +56,7 @@ func (b *bench) warmReport(res *Result, v, r *cycles, phases map[string]addPhase
 	// plugin process and the plugin's own phase times.
 	var total, exec, proc, pre, rpc, wire, lib []time.Duration
 	for i, id := range v.ids {
-		p, ok := phases[id]
+		p, ok := phases.add[id]
 		if !ok {
 			continue
 		}
@@ -110,6 +110,59 @@ func (b *bench) warmReport(res *Result, v, r *cycles, phases map[string]addPhase
 	res.figure("checkpoint_write_mean_ms", ckpt)
 	rexec := Summarize(ms(r.exec)).P50
 	res.figure("reference_ptp_exec_ms", rexec)
+	b.delBreakdown(res, v, r, phases, agent)
+}
+
+// delBreakdown is where a warm DEL spends its time, vpcnet's from the
+// plugin's phase times, the reference's from its two processes.
+func (b *bench) delBreakdown(res *Result, v, r *cycles, phases pluginLog, agent Metrics) {
+	var total, exec, proc, pre, unwire, rpc []time.Duration
+	for i, id := range v.ids {
+		p, ok := phases.del[id]
+		if !ok || i >= len(v.delExec) {
+			continue
+		}
+		total = append(total, v.del[i])
+		exec = append(exec, v.delExec[i])
+		proc = append(proc, v.delExec[i]-p.took)
+		pre = append(pre, p.took-p.unwire-p.rpc)
+		unwire = append(unwire, p.unwire)
+		rpc = append(rpc, p.rpc)
+	}
+	med := func(ds []time.Duration) float64 { return Summarize(ms(ds)).P50 }
+	handler := 0.0
+	if n := agent.Sum("vpcnet_rpc_duration_seconds_count", "method", "del"); n > 0 {
+		handler = agent.Sum("vpcnet_rpc_duration_seconds_sum", "method", "del") / n * 1000
+	}
+	t := med(total)
+	share := func(x float64) string {
+		if t == 0 || x == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.0f%%", 100*x/t)
+	}
+	bd := Table{
+		Title:  fmt.Sprintf("Where a warm DEL spends its time (%d DELs; median ms unless marked mean)", len(total)),
+		Header: []string{"phase", "ms", "share of vpcnet's DEL"},
+	}
+	add := func(name string, x float64) { bd.AddRow(name, fmtMS(x), share(x)) }
+	add("vpcnet DEL as containerd sees it (libcni)", t)
+	add("  plugin process, fork to exit", med(exec))
+	add("    process start and exit (exec, Go runtime and package init, exit)", med(proc))
+	add("    config, log file", med(pre))
+	add("    netlink: delete the veth pair, routes, rules (first, so the address is free of them)", med(unwire))
+	add("    Del RPC to vpcnetd, as the plugin sees it", med(rpc))
+	add("      agent handler, with its checkpoint write (mean, vpcnet_rpc_duration_seconds)", handler)
+	rt := med(r.del)
+	bd.AddRow("ptp+host-local DEL as containerd sees it (libcni)", fmtMS(rt), "")
+	bd.AddRow("  ptp process, fork to exit (runs host-local inside)", fmtMS(med(r.delExec)), "")
+	bd.Notes = append(bd.Notes, "medians of the parts do not add up exactly to the median whole")
+	res.Tables = append(res.Tables, bd)
+	res.figure("del_process_ms", med(proc))
+	res.figure("del_unwire_ms", med(unwire))
+	res.figure("del_rpc_ms", med(rpc))
+	res.figure("del_agent_handler_mean_ms", handler)
+	res.figure("reference_ptp_del_exec_ms", med(r.delExec))
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

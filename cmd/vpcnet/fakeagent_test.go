@@ -25,6 +25,7 @@ type fakeAgent struct {
 	notReady   []*agentapi.Condition
 	dels       []string // attachment keys, in order
 	gcRequests []*agentapi.GCRequest
+	onDel      func() // called as a Del arrives, before it is answered
 }
 
 // lease is an address and the table of its ENI.
@@ -105,6 +106,12 @@ func (a *fakeAgent) reply(l lease, ns, name string) *agentapi.AddReply {
 
 func (a *fakeAgent) Del(_ context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {
 	a.mu.Lock()
+	onDel := a.onDel
+	a.mu.Unlock()
+	if onDel != nil {
+		onDel()
+	}
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	k := key(req.Attachment)
 	a.dels = append(a.dels, k)
@@ -139,6 +146,12 @@ func (a *fakeAgent) GC(_ context.Context, req *agentapi.GCRequest) (*agentapi.GC
 	defer a.mu.Unlock()
 	a.gcRequests = append(a.gcRequests, req)
 	return &agentapi.GCReply{}, nil
+}
+
+func (a *fakeAgent) setOnDel(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onDel = f
 }
 
 func (a *fakeAgent) setAddErr(err error) {

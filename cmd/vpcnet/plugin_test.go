@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,41 @@ func TestPodsAddedByThePluginReachEachOther(t *testing.T) {
 	}
 	if err := netnstest.Ping(b.ns, mustAddr("10.0.0.50"), 2*time.Second); err != nil {
 		t.Errorf("pod b cannot reach pod a: %v", err)
+	}
+}
+
+// The agent must not have the address back, to give to the next pod,
+// while a route or rule of the deleted pod still points at it.
+func TestDelUnwiresThePodBeforeTheAgentHasItsAddressBack(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // the fake agent calls onDel on its own goroutine
+	var atDel []string
+	var dels int
+	h.agent.setOnDel(func() {
+		st := h.nodeState()
+		mu.Lock()
+		defer mu.Unlock()
+		dels++
+		atDel = st
+	})
+	if err := h.del(list, p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dels != 1 {
+		t.Fatalf("the agent got %d Dels, want 1", dels)
+	}
+	if len(atDel) != 0 {
+		t.Errorf("when the agent was asked to release the address the node still had:\n  %s", strings.Join(atDel, "\n  "))
+	}
+	if held := h.agent.holds(); len(held) != 0 {
+		t.Errorf("agent still holds %v", held)
 	}
 }
 
