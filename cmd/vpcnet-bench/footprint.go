@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -106,6 +108,10 @@ func (b *bench) footprint(ctx context.Context, res *Result) error {
 	t.AddRow("resident memory (VmRSS)", fmtMiB(idle0.rss), fmtMiB(idle250.rss))
 	t.AddRow("  anonymous (RssAnon): heap, stacks, runtime", fmtMiB(idle0.anon), fmtMiB(idle250.anon))
 	t.AddRow("  file-backed (RssFile): the executable's pages", fmtMiB(idle0.file), fmtMiB(idle250.file))
+	t.AddRow("  private dirty (smaps_rollup Private_Dirty): written pages, this process's alone", fmtMiB(idle0.privDirty), fmtMiB(idle250.privDirty))
+	t.AddRow("  private clean (Private_Clean): unwritten pages only it maps, most of them the executable's", fmtMiB(idle0.privClean), fmtMiB(idle250.privClean))
+	t.AddRow("  shared (Shared_Clean + Shared_Dirty): pages other processes map too", fmtMiB(idle0.shared), fmtMiB(idle250.shared))
+	t.AddRow("  proportional set size (Pss)", fmtMiB(idle0.pss), fmtMiB(idle250.pss))
 	t.AddRow("peak resident memory (VmHWM)", fmtMiB(idle0.hwm), fmtMiB(idle250.hwm))
 	t.AddRow("Go heap in use (go_memstats_heap_inuse_bytes)", fmtMiB(idle0.heap), fmtMiB(idle250.heap))
 	t.AddRow("memory the Go runtime holds (go_memstats_sys_bytes)", fmtMiB(idle0.sys), fmtMiB(idle250.sys))
@@ -118,19 +124,63 @@ func (b *bench) footprint(ctx context.Context, res *Result) error {
 	t.AddRow("  the agent's own vpcnet_startup_duration_seconds", "", fmtSpread(Summarize(reported), fmtSec))
 	t.AddRow("resident memory just after a restart", "", fmtMiB(restarted.rss))
 	t.Notes = append(t.Notes,
-		"memory and CPU from /proc/PID/status and /proc/PID/stat; restart to ready is from the agent's fork to the first 200 on /readyz, polled every 5 ms",
+		"memory and CPU from /proc/PID/status, /proc/PID/smaps_rollup and /proc/PID/stat; restart to ready is from the agent's fork to the first 200 on /readyz, polled every 5 ms",
 		"the binary under test is vpcnetd as built for the local cloud; file-backed pages of its executable count in RSS")
-	if fi, err := os.Stat(filepath.Join(b.opts.bin, "vpcnetd")); err == nil {
-		t.Notes = append(t.Notes, "size of the vpcnetd executable: "+fmtMiB(float64(fi.Size())))
-	}
-	res.Tables = append(res.Tables, t)
+	res.Tables = append(res.Tables, t, b.executables(res))
 	res.figure("rss_0_mib", idle0.rss/(1<<20))
 	res.figure("rss_250_mib", idle250.rss/(1<<20))
 	res.figure("rss_file_250_mib", idle250.file/(1<<20))
+	res.figure("private_dirty_250_mib", idle250.privDirty/(1<<20))
+	res.figure("private_clean_250_mib", idle250.privClean/(1<<20))
+	res.figure("shared_250_mib", idle250.shared/(1<<20))
 	res.figure("ready_after_restart_s_median", rd.P50)
 	res.goal("RSS ≤ 25 MiB at 250 pods", fmtMiB(idle250.rss), idle250.rss <= 25<<20)
 	res.goal("ready ≤ 1 s after start with a warm checkpoint (250 pods)", fmt.Sprintf("%s worst of 3", fmtSec(rd.Max)), rd.Max <= 1)
 	return nil
+}
+
+// executables is the size of each binary under test and of the
+// reference plugins: the file, and what of it is mapped when it runs (its
+// loadable sections: code, read-only data, the tables the runtime reads);
+// debug information stays on disk.
+func (b *bench) executables(res *Result) Table {
+	t := Table{Title: "Executables", Header: []string{"binary", "file", "loaded sections"}}
+	for _, e := range []struct{ name, path string }{
+		{"vpcnetd", filepath.Join(b.opts.bin, "vpcnetd")},
+		{"vpcnet (plugin)", filepath.Join(b.opts.bin, "vpcnet")},
+		{"ptp (reference)", filepath.Join(b.opts.refBin, "ptp")},
+		{"host-local (reference)", filepath.Join(b.opts.refBin, "host-local")},
+	} {
+		file, loaded, err := binarySize(e.path)
+		if err != nil {
+			t.AddRow(e.name, err.Error(), "")
+			continue
+		}
+		t.AddRow(e.name, fmtMiB(file), fmtMiB(loaded))
+		res.figure("binary_"+strings.Fields(e.name)[0]+"_mib", file/(1<<20))
+	}
+	t.Notes = append(t.Notes, "vpcnetd and vpcnet as make bench builds them (go build, not stripped); the reference plugins as Debian ships them")
+	return t
+}
+
+// binarySize is an ELF file's size and the size of its sections that
+// are loaded into memory.
+func binarySize(path string) (file, loaded float64, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	for _, s := range f.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Type != elf.SHT_NOBITS {
+			loaded += float64(s.Size)
+		}
+	}
+	return float64(fi.Size()), loaded, nil
 }
 
 func fmtPct(v float64) string { return fmt.Sprintf("%.1f%%", v*100) }
@@ -153,6 +203,9 @@ func sampleAgent(ctx context.Context, nd *node, window time.Duration) (usage, er
 	}
 	u, err := readUsage(pid)
 	if err != nil {
+		return usage{}, err
+	}
+	if err := readRollup(pid, &u); err != nil {
 		return usage{}, err
 	}
 	u.cpu = (c1 - c0).Seconds() / window.Seconds()

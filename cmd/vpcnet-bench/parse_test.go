@@ -156,3 +156,21 @@ not json
 		t.Errorf("timeline = %q, want %q", got, want)
 	}
 }
+
+func TestRollupSplitsPrivateAndSharedMemory(t *testing.T) {
+	rollup := `560082654000-7fff65978000 ---p 00000000 00:00 0                          [rollup]
+Rss:                1700 kB
+Pss:                 245 kB
+Shared_Clean:       1556 kB
+Shared_Dirty:          4 kB
+Private_Clean:        32 kB
+Private_Dirty:       112 kB
+Anonymous:           112 kB
+`
+	var u usage
+	parseRollup(rollup, &u)
+	want := usage{privDirty: 112 << 10, privClean: 32 << 10, shared: 1560 << 10, pss: 245 << 10}
+	if u != want {
+		t.Errorf("rollup = %+v, want %+v", u, want)
+	}
+}

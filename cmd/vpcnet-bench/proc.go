@@ -12,9 +12,14 @@ import (
 type usage struct {
 	rss, hwm   float64 // bytes
 	anon, file float64 // bytes: the parts of rss
-	sys        float64 // bytes the Go runtime holds from the OS
-	heap       float64 // bytes, from the agent's metrics
-	cpu        float64 // cores busy over the window
+	// From /proc/PID/smaps_rollup, bytes: pages only this process maps
+	// (dirty: written, which only swap can take away; clean: the
+	// executable's pages and others the kernel can drop and read again),
+	// pages other processes map too, and the proportional share (Pss).
+	privDirty, privClean, shared, pss float64
+	sys                               float64 // bytes the Go runtime holds from the OS
+	heap                              float64 // bytes, from the agent's metrics
+	cpu                               float64 // cores busy over the window
 }
 
 // readUsage reads VmRSS and VmHWM from /proc/PID/status.
@@ -46,6 +51,41 @@ func readUsage(pid int) (usage, error) {
 		}
 	}
 	return u, nil
+}
+
+// readRollup adds /proc/PID/smaps_rollup's private, shared and
+// proportional memory to u.
+func readRollup(pid int, u *usage) error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return fmt.Errorf("vpcnetd memory map: %w", err)
+	}
+	parseRollup(string(data), u)
+	return nil
+}
+
+func parseRollup(rollup string, u *usage) {
+	for _, line := range strings.Split(rollup, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		kb, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "Private_Dirty":
+			u.privDirty = kb * 1024
+		case "Private_Clean":
+			u.privClean = kb * 1024
+		case "Shared_Clean", "Shared_Dirty":
+			u.shared += kb * 1024
+		case "Pss":
+			u.pss = kb * 1024
+		}
+	}
 }
 
 // cpuTime is the process's user plus system CPU time, from
