@@ -10,26 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vpcnet/vpcnet/agent"
 )
-
-// Core is the part of client-go's clientset the layer uses: the core/v1
-// typed client (Nodes, Pods, Events). kubernetes.Interface and the fake
-// clientset satisfy it; vpcnetd builds only the core/v1 client
-// (NewForConfig), since the whole clientset links every API group's client
-// and its discovery client the OpenAPI packages.
-type Core interface {
-	CoreV1() typedcorev1.CoreV1Interface
-}
-
-// coreOnly is a core/v1 client as a Core.
-type coreOnly struct{ typedcorev1.CoreV1Interface }
-
-func (c coreOnly) CoreV1() typedcorev1.CoreV1Interface { return c.CoreV1Interface }
 
 // Options configure a Client.
 type Options struct {
@@ -163,15 +148,15 @@ func NewForConfig(rc *rest.Config, o Options) (*Client, error) {
 	typed := rest.CopyConfig(rc)
 	typed.ContentType = "application/vnd.kubernetes.protobuf"
 	typed.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	core, err := typedcorev1.NewForConfig(typed)
+	core, err := newRESTCore(typed)
 	if err != nil {
-		return nil, fmt.Errorf("kube: core/v1 client for %s: %w", rc.Host, err)
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kube: dynamic client for %s: %w", rc.Host, err)
 	}
-	o.Client, o.Dynamic = coreOnly{core}, dyn
+	o.Client, o.Dynamic = core, dyn
 	c, err := New(o)
 	if err != nil {
 		return nil, err

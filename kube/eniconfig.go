@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vpcnet/vpcnet/agent"
@@ -65,9 +66,10 @@ func (c *Client) followENIConfig(name, from string) {
 		c.log.Info("the Node names another ENIConfig now", "was", w.name, "now", name, "from", from)
 	}
 	ctx, cancel := context.WithCancel(c.runCtx)
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, ENIConfigResource, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	}).Informer()
+	res := c.dyn.Resource(ENIConfigResource)
+	inf := informer(c.dyn, &unstructured.Unstructured{}, fields.OneTermEqualSelector("metadata.name", name).String(),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) })
 	w := &eniWatch{name: name, from: from, cancel: cancel, store: inf.GetStore()}
 	c.eniWatcher = w
 	c.watchErrors(inf, "watch ENIConfig "+name, func(err error) {

@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vpcnet/vpcnet/agent"
@@ -34,24 +32,32 @@ func (c *Client) Record(e agent.Event) {
 // the API server is away. Its sink reports failures to the health.
 func (c *Client) startRecorder(ctx context.Context, host string) record.EventRecorder {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&sink{EventSinkImpl: typedcorev1.EventSinkImpl{Interface: c.cs.CoreV1().Events(metav1.NamespaceAll)}, c: c})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: host})
+	b.StartRecordingToSink(&sink{core: c.cs.CoreV1(), c: c})
+	return b.NewRecorder(newCoreScheme(), corev1.EventSource{Component: Component, Host: host})
 }
 
-// sink notes how each write of an Event went.
+// sink writes Events in their own namespaces, as client-go's
+// EventSinkImpl does, and notes how each write went. The broadcaster gives
+// it no context (nor did client-go's sink).
 type sink struct {
-	typedcorev1.EventSinkImpl
-	c *Client
+	core CoreV1
+	c    *Client
 }
 
 func (s *sink) Create(e *corev1.Event) (*corev1.Event, error) {
-	out, err := s.EventSinkImpl.Create(e)
+	out, err := s.core.Events(e.Namespace).Create(context.Background(), e, metav1.CreateOptions{})
 	s.c.noteAPI("create Event", err)
 	return out, err
 }
 
+func (s *sink) Update(e *corev1.Event) (*corev1.Event, error) {
+	out, err := s.core.Events(e.Namespace).Update(context.Background(), e, metav1.UpdateOptions{})
+	s.c.noteAPI("update Event", ignoreNotFound(err))
+	return out, err
+}
+
 func (s *sink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
-	out, err := s.EventSinkImpl.Patch(e, data)
+	out, err := s.core.Events(e.Namespace).Patch(context.Background(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 	s.c.noteAPI("patch Event", ignoreNotFound(err)) // the recorder creates it anew
 	return out, err
 }

@@ -159,7 +159,7 @@ func TestNodeEventsWaitForTheNodeToBeFound(t *testing.T) {
 }
 
 func TestRecordNeverWaitsForTheAPIServer(t *testing.T) {
-	c, err := New(Options{Client: fake.NewClientset()})
+	c, err := New(Options{Client: fakeCore{fake.NewClientset()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func start(t *testing.T, o Options, cs *fake.Clientset, dyn *dynamicfake.FakeDyn
 	if dyn == nil {
 		dyn = newDynamic()
 	}
-	o.Client, o.Dynamic = cs, dyn
+	o.Client, o.Dynamic = fakeCore{cs}, dyn
 	if o.CustomNetwork {
 		o.ENIConfigAnnotation, o.ENIConfigLabel = "k8s.amazonaws.com/eniConfig", "topology.kubernetes.io/zone"
 	}
@@ -146,3 +146,15 @@ func nodeFound(st agent.KubeState) bool { return st.Node != "" }
 
 // testLogger logs into the test until it ends.
 func testLogger(t *testing.T) *slog.Logger { return testlog.New(t, slog.LevelDebug) }
+
+// fakeCore is the fake clientset as the layer's Core.
+type fakeCore struct{ cs *fake.Clientset }
+
+func (f fakeCore) CoreV1() CoreV1                      { return f }
+func (f fakeCore) Nodes() NodeClient                   { return f.cs.CoreV1().Nodes() }
+func (f fakeCore) Pods(namespace string) PodClient     { return f.cs.CoreV1().Pods(namespace) }
+func (f fakeCore) Events(namespace string) EventClient { return f.cs.CoreV1().Events(namespace) }
+
+// IsWatchListSemanticsUnSupported: the fake's watch does not stream the
+// initial list, as the fake clientset says of itself.
+func (f fakeCore) IsWatchListSemanticsUnSupported() bool { return true }

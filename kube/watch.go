@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// informer is a shared informer on one core/v1 resource whose list and
-// watch carry selector, built as client-go's generated informers build
-// theirs (k8s.io/client-go/informers/core/v1), which take the whole
-// clientset. client tells whether the API server's watch-list semantics
+// informer is a shared informer on one resource whose list and watch
+// carry selector, built as client-go's generated and dynamic informers
+// build theirs (k8s.io/client-go/informers), whose packages take the whole
+// clientset and register every API group. client tells whether the API server's watch-list semantics
 // may be used (not with the fake clientset).
 func informer(client any, obj runtime.Object, selector string,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),

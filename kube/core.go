@@ -1,0 +1,109 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+)
+
+// Core is the part of the Kubernetes API the layer calls: three core/v1
+// resources, and of each only the verbs it uses. client-go's typed
+// clients satisfy the per-resource interfaces; vpcnetd builds them with
+// client-go's generic client (gentype) on a scheme of core/v1 alone
+// (NewForConfig), because client-go's typed core/v1 client registers every
+// API group of Kubernetes in its scheme at start-up, which the agent pays
+// for in memory whether it uses them or not.
+type Core interface {
+	CoreV1() CoreV1
+}
+
+// CoreV1 is the core/v1 resources the layer reads and writes.
+type CoreV1 interface {
+	Nodes() NodeClient
+	Pods(namespace string) PodClient
+	Events(namespace string) EventClient
+}
+
+// NodeClient: the Node is looked up, watched, and patched (its taint).
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+}
+
+// PodClient: the node's pods are watched, and one is read for an Event.
+type PodClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// EventClient: Events are created, and updated or patched as they repeat.
+type EventClient interface {
+	Create(ctx context.Context, e *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
+	Update(ctx context.Context, e *corev1.Event, opts metav1.UpdateOptions) (*corev1.Event, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
+}
+
+// newCoreScheme knows the core/v1 kinds and the meta/v1 options that
+// requests carry, as client-go's scheme does for every group.
+func newCoreScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	if err := corev1.AddToScheme(s); err != nil {
+		panic("kube: register core/v1: " + err.Error()) // generated code; cannot fail
+	}
+	return s
+}
+
+// restCore is Core over one REST client for /api/v1.
+type restCore struct {
+	rc     rest.Interface
+	params runtime.ParameterCodec
+	nodes  NodeClient
+}
+
+// newRESTCore builds the core/v1 REST client from rc as client-go's typed
+// client does (protobuf preferred where rc asks for it).
+func newRESTCore(rc *rest.Config) (*restCore, error) {
+	s := newCoreScheme()
+	cfg := rest.CopyConfig(rc)
+	gv := corev1.SchemeGroupVersion
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/api"
+	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(s, serializer.NewCodecFactory(s)).WithoutConversion()
+	client, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube: core/v1 client for %s: %w", rc.Host, err)
+	}
+	c := &restCore{rc: client, params: runtime.NewParameterCodec(s)}
+	c.nodes = gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", client, c.params, "",
+		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
+		gentype.PrefersProtobuf[*corev1.Node]())
+	return c, nil
+}
+
+func (c *restCore) CoreV1() CoreV1    { return c }
+func (c *restCore) Nodes() NodeClient { return c.nodes }
+
+func (c *restCore) Pods(namespace string) PodClient {
+	return gentype.NewClientWithList[*corev1.Pod, *corev1.PodList]("pods", c.rc, c.params, namespace,
+		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} },
+		gentype.PrefersProtobuf[*corev1.Pod]())
+}
+
+func (c *restCore) Events(namespace string) EventClient {
+	return gentype.NewClientWithList[*corev1.Event, *corev1.EventList]("events", c.rc, c.params, namespace,
+		func() *corev1.Event { return &corev1.Event{} }, func() *corev1.EventList { return &corev1.EventList{} },
+		gentype.PrefersProtobuf[*corev1.Event]())
+}
