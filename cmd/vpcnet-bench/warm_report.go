@@ -41,6 +41,11 @@ func (b *bench) warmReport(res *Result, v, r *cycles, phases pluginLog, agent Me
 		res.figure(op.name+"_p99_ratio", ratio(dv.P99, dr.P99))
 		res.figure(op.name+"_vpcnet_p50_ms", dv.P50)
 		res.figure(op.name+"_reference_p50_ms", dr.P50)
+		if op.name != "ADD+DEL" {
+			p50, p99 := ratio(dv.P50, dr.P50), ratio(dv.P99, dr.P99)
+			res.goal(fmt.Sprintf("warm %s ≤ 1.0× the reference at p50 and p99", op.name),
+				fmt.Sprintf("%s at p50, %s at p99", fmtRatio(p50), fmtRatio(p99)), p50 <= 1 && p99 <= 1)
+		}
 		if op.name == "ADD+DEL" {
 			p50, p99 := ratio(dv.P50, dr.P50), ratio(dv.P99, dr.P99)
 			res.goal("warm ADD+DEL ≤ 1.3× the reference at p50 and p99",
