@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -23,15 +24,17 @@ import (
 
 // Features whose EC2 permissions the preflight checks.
 const (
-	FeatureReadENIs     = "reading the node's ENIs"
-	FeatureGrow         = "attaching new ENIs"
-	FeatureShrink       = "detaching and deleting surplus ENIs"
-	FeatureLeakedENIs   = "leaked-ENI collection"
-	FeatureENIConfig    = "custom networking (the ENIConfig subnet's zone and CIDR)"
-	FeatureTypeFromEC2  = "limits of instance types missing from the table"
-	CondEC2Permissions  = "EC2Permissions"
-	preflightMaxBackoff = 5 * time.Minute
+	FeatureReadENIs    = "reading the node's ENIs"
+	FeatureGrow        = "attaching new ENIs"
+	FeatureShrink      = "detaching and deleting surplus ENIs"
+	FeatureLeakedENIs  = "leaked-ENI collection"
+	FeatureENIConfig   = "custom networking (the ENIConfig subnet's zone and CIDR)"
+	FeatureTypeFromEC2 = "limits of instance types missing from the table"
 )
+
+// preflightMaxBackoff bounds the wait before asking again about actions
+// EC2 did not answer for.
+const preflightMaxBackoff = 5 * time.Minute
 
 // notProbed are actions vpcnet calls that EC2 cannot DryRun.
 var notProbed = []string{"AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"}
@@ -213,13 +216,7 @@ func (pt *starter) probe(ctx context.Context) introspect.IAMStatus {
 			}
 		}
 	}
-	for _, action := range slices.Sorted(func(yield func(string) bool) {
-		for k := range missing {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, action := range slices.Sorted(maps.Keys(missing)) {
 		st.Missing = append(st.Missing, *missing[action])
 	}
 	st.FeaturesOff = off
