@@ -119,12 +119,6 @@ func (pt *kubeBridge) checkENISubnet(ctx context.Context, ec ENIConfigState, che
 	if verdict, known := checks[ec.Subnet]; known {
 		return describeENIConfig(ec, verdict)
 	}
-	if a.pre.isDenied("DescribeSubnets") {
-		// The check is a safeguard, not what pods need: without
-		// ec2:DescribeSubnets the ENIConfig is taken as it is, and a
-		// wrong subnet shows when an ENI is created in it.
-		return ""
-	}
 	self := a.info().self
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -23,15 +24,17 @@ import (
 
 // Features whose EC2 permissions the preflight checks.
 const (
-	FeatureReadENIs     = "reading the node's ENIs"
-	FeatureGrow         = "attaching new ENIs"
-	FeatureShrink       = "detaching and deleting surplus ENIs"
-	FeatureLeakedENIs   = "leaked-ENI collection"
-	FeatureENIConfig    = "checking the ENIConfig's subnet"
-	FeatureTypeFromEC2  = "limits of instance types missing from the table"
-	CondEC2Permissions  = "EC2Permissions"
-	preflightMaxBackoff = 5 * time.Minute
+	FeatureReadENIs    = "reading the node's ENIs"
+	FeatureGrow        = "attaching new ENIs"
+	FeatureShrink      = "detaching and deleting surplus ENIs"
+	FeatureLeakedENIs  = "leaked-ENI collection"
+	FeatureENIConfig   = "custom networking (the ENIConfig subnet's zone and CIDR)"
+	FeatureTypeFromEC2 = "limits of instance types missing from the table"
 )
+
+// preflightMaxBackoff bounds the wait before asking again about actions
+// EC2 did not answer for.
+const preflightMaxBackoff = 5 * time.Minute
 
 // notProbed are actions vpcnet calls that EC2 cannot DryRun.
 var notProbed = []string{"AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"}
@@ -75,13 +78,12 @@ func policyLine(action string) string {
 type preflight struct {
 	mu     sync.Mutex // guards below
 	status introspect.IAMStatus
-	denied map[string]bool
-	done   chan struct{} // closed after the first complete pass
+	done   chan struct{} // closed after the first pass
 	once   sync.Once
 }
 
 func newPreflight() *preflight {
-	return &preflight{denied: map[string]bool{}, done: make(chan struct{})}
+	return &preflight{done: make(chan struct{})}
 }
 
 // Permitted waits for the preflight's first pass and reports whether
@@ -97,13 +99,6 @@ func (a *Agent) Permitted(ctx context.Context, feature string) bool {
 	a.pre.mu.Lock()
 	defer a.pre.mu.Unlock()
 	return !slices.Contains(a.pre.status.FeaturesOff, feature)
-}
-
-// denied reports whether the preflight found action denied.
-func (p *preflight) isDenied(action string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.denied[action]
 }
 
 func (p *preflight) snapshot() introspect.IAMStatus {
@@ -221,13 +216,7 @@ func (pt *starter) probe(ctx context.Context) introspect.IAMStatus {
 			}
 		}
 	}
-	for _, action := range slices.Sorted(func(yield func(string) bool) {
-		for k := range missing {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, action := range slices.Sorted(maps.Keys(missing)) {
 		st.Missing = append(st.Missing, *missing[action])
 	}
 	st.FeaturesOff = off
@@ -241,9 +230,6 @@ func (pt *starter) notePreflight(st introspect.IAMStatus) {
 	a.pre.mu.Lock()
 	before := a.pre.status
 	a.pre.status = st
-	for _, m := range st.Missing {
-		a.pre.denied[strings.TrimPrefix(m.Action, "ec2:")] = true
-	}
 	a.pre.mu.Unlock()
 	a.pre.once.Do(func() { close(a.pre.done) })
 	if len(st.Missing) == 0 {

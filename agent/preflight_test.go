@@ -155,3 +155,19 @@ func waitNodeEventSaying(t *testing.T, k *fakeKube, reason, part string) Event {
 	t.Fatalf("no %s Event saying %q; Events: %+v", reason, part, k.events)
 	return Event{}
 }
+
+// Without ec2:DescribeSubnets custom networking cannot learn the
+// ENIConfig subnet's zone and CIDR, so pods cannot get addresses: the
+// preflight names the action, and the node is not ready, saying why.
+func TestCustomNetworkingWithoutDescribeSubnetsIsNamed(t *testing.T) {
+	w := newWorldOf(t, strings.Replace(restrictedTopology, "deny: [DeleteNetworkInterface, CreateTags]", "deny: [DescribeSubnets]", 1))
+	k := newFakeKube(KubeState{Reachable: true, Node: "n", ENIConfig: foundENIConfig("subnet-pods", "sg-pods")})
+	n := w.node("i-node1", customNetworking)
+	n.kube = k
+	a := n.start(t)
+	a.waitCondition(t, CondEC2Permissions, false, "ec2:DescribeSubnets (needed for "+FeatureENIConfig+")")
+	a.waitCondition(t, CondENIConfig, false, "UnauthorizedOperation")
+	if ready, _ := a.ready.get(); ready {
+		t.Error("ready, though pods cannot get addresses")
+	}
+}

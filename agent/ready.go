@@ -28,6 +28,8 @@ const (
 	CondKubernetes   = "KubernetesAPI"
 	CondNodeIdentity = "NodeIdentity"
 	CondStartupTaint = "StartupTaintRemoved"
+	// CondEC2Permissions is the IAM preflight (preflight.go).
+	CondEC2Permissions = "EC2Permissions"
 )
 
 // conditionOrder lists the readiness conditions for the settings.

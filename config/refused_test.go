@@ -116,7 +116,7 @@ func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
 		{"ANNOTATE_POD_IP", "true", "status.podIPs"},
 		{"ENABLE_IPv4", "false", "IPv4 addresses only"},
 		{"ENABLE_NFTABLES", "maybe", "nftables"},
-		{"AWS_EXTERNAL_SERVICE_CIDRS", "10.200.0.0/16", "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS"},
+		{"AWS_EXTERNAL_SERVICE_CIDRS", "10.200.0.0/16", "follows the main table"},
 		{"ENABLE_V6_EGRESS", "true", "IPv6 egress"},
 		{"ENABLE_V4_EGRESS", "no", "IPv4 clusters only"},
 		{"DISABLE_POD_V6", "true", "securityContext.sysctls"},

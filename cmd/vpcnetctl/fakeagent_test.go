@@ -55,6 +55,7 @@ func readyStatus() introspect.Status {
 	return introspect.Status{
 		Ready: true, Version: "(devel)", InstanceID: "i-0abc", InstanceType: "t3.medium", LimitsSource: "table",
 		MaxENIs: 3, IPv4PerENI: 6, Addresses: introspect.Counts{Total: 5, Assigned: 1, Free: 4},
+		MaxPods: introspect.MaxPods{Value: 17, Source: "EKS rule", Rule: 17, Addressable: 17, Recommended: 17},
 		Conditions: []introspect.Condition{
 			{Name: "checkpoint", OK: true, Message: "loaded 1 assignment", Since: since},
 			{Name: "cloud", OK: true, Message: "EC2 answered", Since: since},
@@ -72,6 +73,8 @@ func notReadyStatus() introspect.Status {
 	st.Planned = []string{"attach an ENI: 0 free, WARM_IP_TARGET=5"}
 	st.Quarantined = []string{"10.0.0.12"}
 	st.StaleEntries = []introspect.Hold{{Address: "10.0.0.13", ContainerID: "deadbeef", IfName: "eth0"}}
+	st.MaxPods = introspect.MaxPods{Value: 110, Source: "kubelet", Kubelet: 110, Addressable: 29, Recommended: 29, Warning: true,
+		Problem: "the kubelet advertises 110 pods, but this node (t3.medium with secondary addresses) can address only 29"}
 	return st
 }
 

@@ -22,9 +22,9 @@ func TestNodeCommandsExitWithTheCodeAScriptExpects(t *testing.T) {
 		wantErrOut string   // must appear in stderr
 	}{
 		{"ready agent", []string{"status", "--agent", ready}, 0,
-			[]string{"ready:", "yes", "t3.medium", "5 total, 1 assigned", "none: the pool is at its target", "checkpoint"}, ""},
+			[]string{"ready:", "yes", "t3.medium", "5 total, 1 assigned", "max pods:", "17 (EKS rule)", "none: the pool is at its target", "checkpoint"}, ""},
 		{"agent answers but is not ready", []string{"status", "--agent", notReady}, 1,
-			[]string{"ready:", "no", "last EC2 error:", "UnauthorizedOperation", "growth held:", "attach an ENI", "quarantined:", "10.0.0.12", "stale checkpoint entries", "10.0.0.13"},
+			[]string{"ready:", "no", "last EC2 error:", "UnauthorizedOperation", "growth held:", "attach an ENI", "quarantined:", "10.0.0.12", "stale checkpoint entries", "10.0.0.13", "max pods problem:", "can address only 29"},
 			"not ready: failing: cloud"},
 		{"agent unreachable", []string{"status", "--agent", down}, 3, nil, "vpcnetd not reachable"},
 		{"enis unreachable", []string{"enis", "--agent", down}, 3, nil, "not reachable"},

@@ -20,6 +20,12 @@ func writeStatus(out io.Writer, st introspect.Status, now time.Time) error {
 		limits += " (" + st.LimitsSource + ")"
 	}
 	fmt.Fprintf(w, "instance:\t%s %s, %s\n", st.InstanceID, st.InstanceType, limits)
+	if mp := st.MaxPods; mp.Value > 0 {
+		fmt.Fprintf(w, "max pods:\t%d (%s); the node can address %d, EKS recommends %d\n", mp.Value, mp.Source, mp.Addressable, mp.Recommended)
+		if mp.Problem != "" {
+			fmt.Fprintf(w, "max pods problem:\t%s\n", mp.Problem)
+		}
+	}
 	a := st.Addresses
 	fmt.Fprintf(w, "addresses:\t%d total, %d assigned, %d cooling, %d free; %d ADDs waiting\n", a.Total, a.Assigned, a.Cooling, a.Free, st.Waiting)
 	if st.NextFree != nil {

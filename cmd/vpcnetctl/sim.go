@@ -128,8 +128,10 @@ func simServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "imds %s %s (%s, %s, %s)\n", in.ID, imdsURLs[k], in.Type, in.SubnetID, in.PrivateIP)
 	}
 	for k, in := range instances {
-		fmt.Fprintf(stdout, "env  %s VPCNET_EC2_ENDPOINT=%s VPCNET_IMDS_ENDPOINT=%s AWS_REGION=%s AWS_ACCESS_KEY_ID=sim AWS_SECRET_ACCESS_KEY=sim\n",
-			in.ID, ec2URL, imdsURLs[k], topo.Region)
+		// The instance ID as access key: the local cloud applies the
+		// instance's role (the topology's roles) to calls signed with it.
+		fmt.Fprintf(stdout, "env  %s VPCNET_EC2_ENDPOINT=%s VPCNET_IMDS_ENDPOINT=%s AWS_REGION=%s AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=sim\n",
+			in.ID, ec2URL, imdsURLs[k], topo.Region, in.ID)
 	}
 	fmt.Fprintln(stdout, "ready")
 
