@@ -18,7 +18,6 @@ require (
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/net v0.60.0
-	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.48.0
 	golang.org/x/time v0.16.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
@@ -31,6 +30,14 @@ require (
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/streaming v0.37.2
 	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/google/go-containerregistry v0.22.1
+	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 )
 
 require (
