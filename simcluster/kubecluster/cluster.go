@@ -112,6 +112,9 @@ type Options struct {
 type Cluster struct {
 	Sim        *simcluster.Cluster
 	Kubeconfig string // admin kubeconfig, through the host-side forwarder
+	// VPCKubeconfig is the admin kubeconfig for programs inside a node's
+	// namespace: it names the API server's VPC address.
+	VPCKubeconfig string
 	Config     *rest.Config
 	Client     kubernetes.Interface
 
@@ -161,6 +164,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.Kubeconfig = filepath.Join(st.StateDir, "kubeconfig")
 	if err := writeKubeconfig(c.Kubeconfig, c.cp.LocalURL(), ca.PEM(), admin); err != nil {
+		return nil, err
+	}
+	c.VPCKubeconfig = filepath.Join(c.dir, "admin-vpc.kubeconfig")
+	if err := writeKubeconfig(c.VPCKubeconfig, "https://"+APIAddress.String(), ca.PEM(), admin); err != nil {
 		return nil, err
 	}
 	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {

@@ -97,21 +97,20 @@ echo $! > {{.Dir}}/kube-proxy.pid
 wait
 `))
 
-var containerdConfig = template.Must(template.New("containerd").Parse(`version = 3
+var containerdConfig = template.Must(template.New("containerd").Parse(`version = 4
 root = "/var/lib/containerd"
 state = "/run/containerd"
+# Not the host's /etc/containerd/conf.d.
+imports = []
 # opt writes /opt/containerd on the host; NRI listens on /run/nri; neither
 # is used here.
 disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
-[grpc]
-  address = "/run/containerd/containerd.sock"
-
-[ttrpc]
-  address = "/run/containerd/containerd.sock.ttrpc"
-
 [debug]
   level = "info"
+
+[plugins."io.containerd.server.v1.grpc"]
+  address = "/run/containerd/containerd.sock"
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
