@@ -115,8 +115,8 @@ type Cluster struct {
 	// VPCKubeconfig is the admin kubeconfig for programs inside a node's
 	// namespace: it names the API server's VPC address.
 	VPCKubeconfig string
-	Config     *rest.Config
-	Client     kubernetes.Interface
+	Config        *rest.Config
+	Client        kubernetes.Interface
 
 	opts  Options
 	dir   string
