@@ -22,7 +22,7 @@ import (
 func kubeUp(ctx context.Context, c *simcluster.Cluster, state string, exited <-chan error, stdout io.Writer) error {
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	logPath := filepath.Join(state, "sim.log")
-	ready := map[string]string{}
+	var ready map[string]string
 	for {
 		ready = nodesReady(ctx, kubeconfig)
 		if len(ready) >= len(c.Nodes) {
