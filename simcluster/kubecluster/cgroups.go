@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // cgroupMount is where the host's cgroup hierarchies are mounted: on these
@@ -145,3 +146,87 @@ func removeCgroup(hs []string, rel string) error {
 const sigterm = syscall.SIGTERM
 
 func syscallKill(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+
+// cgroupsFile, in the cluster's state directory, lists every cgroup the
+// cluster made (one path a line, relative to each hierarchy), written
+// before any process joins it: if the process running the cluster is
+// killed, RemoveLeftovers still finds every process it started, by PID,
+// in those cgroups, and nothing else.
+const cgroupsFile = "kube-cgroups"
+
+func recordCgroup(stateDir, rel string) error {
+	f, err := os.OpenFile(filepath.Join(stateDir, cgroupsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, rel)
+	return err
+}
+
+// Leftovers is what RemoveLeftovers found and removed.
+type Leftovers struct {
+	Killed  int      // processes
+	Cgroups []string // cgroups removed
+}
+
+// RemoveLeftovers kills every process in the cgroups a cluster with state
+// in stateDir recorded and removes those cgroups: what a killed `sim run`
+// or test left (containerd, kubelets, kube-proxy, containers, the control
+// plane). It is a no-op when nothing was recorded.
+func RemoveLeftovers(stateDir string) (Leftovers, error) {
+	var left Leftovers
+	data, err := os.ReadFile(filepath.Join(stateDir, cgroupsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return left, nil
+	}
+	if err != nil {
+		return left, err
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return left, err
+	}
+	var errs []error
+	for _, rel := range strings.Fields(string(data)) {
+		if !strings.HasPrefix(rel, "/") || strings.Contains(rel, "..") {
+			continue
+		}
+		exists := false
+		for _, h := range hs {
+			if _, err := os.Stat(filepath.Join(h, rel)); err == nil {
+				exists = true
+			}
+		}
+		if !exists {
+			continue
+		}
+		for i := 0; i < 50; i++ {
+			n := killCgroup(hs, rel)
+			left.Killed += n
+			if n == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := removeCgroup(hs, rel); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		left.Cgroups = append(left.Cgroups, rel)
+	}
+	if len(errs) == 0 {
+		_ = os.Remove(filepath.Join(stateDir, cgroupsFile))
+	}
+	return left, errors.Join(errs...)
+}
+
+// joinCgroup moves pid into rel in every hierarchy.
+func joinCgroup(hs []string, rel string, pid int) error {
+	for _, h := range hs {
+		if err := os.WriteFile(filepath.Join(h, rel, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("move process %d into cgroup %s: %w", pid, filepath.Join(h, rel), err)
+		}
+	}
+	return nil
+}

@@ -155,7 +155,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.log.Info("starting the control plane in the VPC router's namespace")
-	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), opts.Bins, ca); err != nil {
+	base := "/" + strings.TrimSuffix(st.Prefix, "-")
+	if err := recordCgroup(st.StateDir, base+"-control-plane"); err != nil {
+		return nil, err
+	}
+	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), base+"-control-plane", opts.Bins, ca); err != nil {
 		return nil, err
 	}
 	admin, err := ca.Client("local-cloud-admin", "system:masters")
@@ -216,11 +220,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		spec := nodeSpec{
 			ID: in.ID, Name: name, AZ: in.AZ, NetNS: n.NetNS, IP: in.PrivateIP,
 			Dir:      filepath.Join(c.dir, in.ID),
-			Cgroup:   fmt.Sprintf("/%s%d", strings.TrimSuffix(st.Prefix, "-")+"-node", i),
+			Cgroup:   fmt.Sprintf("%s-node%d", base, i),
 			Identity: id, ProxyID: proxyID, CA: ca.PEM(), Bins: opts.Bins,
 		}
 		if opts.StartupTaint != "" {
 			spec.Taints = []string{opts.StartupTaint + ":NoSchedule"}
+		}
+		if err := recordCgroup(st.StateDir, spec.Cgroup); err != nil {
+			return nil, err
 		}
 		c.log.Info("starting node", "instance", in.ID, "node", name, "cgroup", spec.Cgroup)
 		rt, err := startNode(ctx, spec, PauseImage)
@@ -453,7 +460,12 @@ func (c *Cluster) Close() error {
 		c.cp.stop()
 	}
 	if c.Sim != nil {
+		st := c.Sim.State()
 		errs = append(errs, c.Sim.Close())
+		// Whatever the orderly stop missed; then the record goes.
+		if _, err := RemoveLeftovers(st.StateDir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -35,8 +35,10 @@ const ServiceCIDR = "10.96.0.0/16"
 // every node reaches the API server, with nothing in the host's namespace
 // but a loopback forwarder for kubectl.
 type controlPlane struct {
-	dir   string
-	procs []*process
+	dir    string
+	cgroup string // every component's, so teardown finds them by PID
+	hs     []string
+	procs  []*process
 	fwd   net.Listener
 	wg    sync.WaitGroup
 }
@@ -49,13 +51,20 @@ type pkiFiles struct {
 	saPublic, saPrivate             string
 }
 
-func startControlPlane(ctx context.Context, routerNS, dir string, bins Binaries, ca *CA) (_ *controlPlane, err error) {
-	cp := &controlPlane{dir: dir}
+func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins Binaries, ca *CA) (_ *controlPlane, err error) {
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	cp := &controlPlane{dir: dir, cgroup: cgroup, hs: hs}
 	defer func() {
 		if err != nil {
 			cp.stop()
 		}
 	}()
+	if err := makeCgroup(hs, cgroup); err != nil {
+		return nil, err
+	}
 	if err := addLoopbackAddr(routerNS, APIAddress.Addr()); err != nil {
 		return nil, fmt.Errorf("API server address on the VPC router: %w", err)
 	}
@@ -115,6 +124,9 @@ func startControlPlane(ctx context.Context, routerNS, dir string, bins Binaries,
 		return nil, err
 	}
 	cp.procs = append(cp.procs, etcd)
+	if err := joinCgroup(hs, cgroup, etcd.PID()); err != nil {
+		return nil, err
+	}
 	apiserver, err := startProcess(routerNS, filepath.Join(logs, "kube-apiserver.log"), env, bins.APIServer,
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=0.0.0.0",
@@ -137,6 +149,9 @@ func startControlPlane(ctx context.Context, routerNS, dir string, bins Binaries,
 		return nil, err
 	}
 	cp.procs = append(cp.procs, apiserver)
+	if err := joinCgroup(hs, cgroup, apiserver.PID()); err != nil {
+		return nil, err
+	}
 	cm, err := startProcess(routerNS, filepath.Join(logs, "kube-controller-manager.log"), env, bins.ControllerManager,
 		"--kubeconfig="+kubeconfigs["controller-manager"],
 		"--authentication-kubeconfig="+kubeconfigs["controller-manager"],
@@ -156,6 +171,9 @@ func startControlPlane(ctx context.Context, routerNS, dir string, bins Binaries,
 		return nil, err
 	}
 	cp.procs = append(cp.procs, cm)
+	if err := joinCgroup(hs, cgroup, cm.PID()); err != nil {
+		return nil, err
+	}
 	sched, err := startProcess(routerNS, filepath.Join(logs, "kube-scheduler.log"), env, bins.Scheduler,
 		"--kubeconfig="+kubeconfigs["scheduler"],
 		"--authentication-kubeconfig="+kubeconfigs["scheduler"],
@@ -166,6 +184,9 @@ func startControlPlane(ctx context.Context, routerNS, dir string, bins Binaries,
 		return nil, err
 	}
 	cp.procs = append(cp.procs, sched)
+	if err := joinCgroup(hs, cgroup, sched.PID()); err != nil {
+		return nil, err
+	}
 	if err := cp.forward(routerNS); err != nil {
 		return nil, err
 	}
@@ -230,6 +251,9 @@ func (cp *controlPlane) stop() {
 	}
 	for i := len(cp.procs) - 1; i >= 0; i-- {
 		cp.procs[i].stop(5 * time.Second)
+	}
+	if cp.cgroup != "" {
+		_ = removeCgroup(cp.hs, cp.cgroup)
 	}
 }
 
