@@ -39,8 +39,8 @@ type controlPlane struct {
 	cgroup string // every component's, so teardown finds them by PID
 	hs     []string
 	procs  []*process
-	fwd   net.Listener
-	wg    sync.WaitGroup
+	fwd    net.Listener
+	wg     sync.WaitGroup
 }
 
 // files the control plane's components read.
