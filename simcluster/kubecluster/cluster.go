@@ -183,6 +183,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitAPI(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.cp.startControllers(); err != nil {
+		return nil, err
+	}
 	c.log.Info("building images", "dir", filepath.Join(c.dir, "images"))
 	archives, err := buildImages(ctx, filepath.Join(c.dir, "images"), opts.Sim.BinDir, opts.RepoRoot)
 	if err != nil {

@@ -35,12 +35,17 @@ const ServiceCIDR = "10.96.0.0/16"
 // every node reaches the API server, with nothing in the host's namespace
 // but a loopback forwarder for kubectl.
 type controlPlane struct {
-	dir    string
-	cgroup string // every component's, so teardown finds them by PID
-	hs     []string
-	procs  []*process
-	fwd    net.Listener
-	wg     sync.WaitGroup
+	dir         string
+	cgroup      string // every component's, so teardown finds them by PID
+	routerNS    string
+	bins        Binaries
+	kubeconfigs map[string]string
+	saPrivate   string
+	caFile      string
+	hs          []string
+	procs       []*process
+	fwd         net.Listener
+	wg          sync.WaitGroup
 }
 
 // files the control plane's components read.
@@ -56,7 +61,7 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 	if err != nil {
 		return nil, err
 	}
-	cp := &controlPlane{dir: dir, cgroup: cgroup, hs: hs}
+	cp := &controlPlane{dir: dir, cgroup: cgroup, hs: hs, routerNS: routerNS, bins: bins, kubeconfigs: map[string]string{}}
 	defer func() {
 		if err != nil {
 			cp.stop()
@@ -88,6 +93,7 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 	if err != nil {
 		return nil, err
 	}
+	cp.saPrivate, cp.caFile = f.saPrivate, f.ca
 	for path, data := range map[string][]byte{
 		f.ca: ca.PEM(), f.serving: serving.Cert, f.servingKey: serving.Key,
 		f.kubeletClient: kubeletClient.Cert, f.kubeletClientKey: kubeletClient.Key,
@@ -98,7 +104,7 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 		}
 	}
 	server := "https://" + APIAddress.String()
-	kubeconfigs := map[string]string{}
+	kubeconfigs := cp.kubeconfigs
 	for _, c := range []struct{ name, user, group string }{
 		{"controller-manager", "system:kube-controller-manager", ""},
 		{"scheduler", "system:kube-scheduler", ""},
@@ -112,7 +118,7 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 			return nil, err
 		}
 	}
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	env := cpEnv
 	logs := filepath.Join(dir, "logs")
 	etcd, err := startProcess(routerNS, filepath.Join(logs, "etcd.log"), env, bins.Etcd,
 		"--name=local-cloud", "--data-dir="+filepath.Join(dir, "etcd"),
@@ -152,15 +158,25 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 	if err := joinCgroup(hs, cgroup, apiserver.PID()); err != nil {
 		return nil, err
 	}
-	cm, err := startProcess(routerNS, filepath.Join(logs, "kube-controller-manager.log"), env, bins.ControllerManager,
-		"--kubeconfig="+kubeconfigs["controller-manager"],
-		"--authentication-kubeconfig="+kubeconfigs["controller-manager"],
-		"--authorization-kubeconfig="+kubeconfigs["controller-manager"],
+	if err := cp.forward(routerNS); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// startControllers starts kube-controller-manager and kube-scheduler,
+// once the API server is ready: before, they fail reading the
+// authentication ConfigMap that RBAC's bootstrap has not yet allowed.
+func (cp *controlPlane) startControllers() error {
+	cm, err := startProcess(cp.routerNS, filepath.Join(cp.dir, "logs", "kube-controller-manager.log"), cpEnv, cp.bins.ControllerManager,
+		"--kubeconfig="+cp.kubeconfigs["controller-manager"],
+		"--authentication-kubeconfig="+cp.kubeconfigs["controller-manager"],
+		"--authorization-kubeconfig="+cp.kubeconfigs["controller-manager"],
 		"--bind-address=127.0.0.1",
 		"--leader-elect=false",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+f.saPrivate,
-		"--root-ca-file="+f.ca,
+		"--service-account-private-key-file="+cp.saPrivate,
+		"--root-ca-file="+cp.caFile,
 		"--service-cluster-ip-range="+ServiceCIDR,
 		// vpcnet gives pods VPC addresses: no pod CIDRs per node.
 		"--allocate-node-cidrs=false",
@@ -168,30 +184,29 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 		// the Node of a terminated instance.
 		"--node-monitor-grace-period=20s")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.procs = append(cp.procs, cm)
-	if err := joinCgroup(hs, cgroup, cm.PID()); err != nil {
-		return nil, err
+	if err := joinCgroup(cp.hs, cp.cgroup, cm.PID()); err != nil {
+		return err
 	}
-	sched, err := startProcess(routerNS, filepath.Join(logs, "kube-scheduler.log"), env, bins.Scheduler,
-		"--kubeconfig="+kubeconfigs["scheduler"],
-		"--authentication-kubeconfig="+kubeconfigs["scheduler"],
-		"--authorization-kubeconfig="+kubeconfigs["scheduler"],
+	sched, err := startProcess(cp.routerNS, filepath.Join(cp.dir, "logs", "kube-scheduler.log"), cpEnv, cp.bins.Scheduler,
+		"--kubeconfig="+cp.kubeconfigs["scheduler"],
+		"--authentication-kubeconfig="+cp.kubeconfigs["scheduler"],
+		"--authorization-kubeconfig="+cp.kubeconfigs["scheduler"],
 		"--bind-address=127.0.0.1",
 		"--leader-elect=false")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.procs = append(cp.procs, sched)
-	if err := joinCgroup(hs, cgroup, sched.PID()); err != nil {
-		return nil, err
+	if err := joinCgroup(cp.hs, cp.cgroup, sched.PID()); err != nil {
+		return err
 	}
-	if err := cp.forward(routerNS); err != nil {
-		return nil, err
-	}
-	return cp, nil
+	return nil
 }
+
+var cpEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 
 // forward serves the API server on the host's loopback (a free port) by
 // relaying each connection into the router's namespace: kubectl and tests
