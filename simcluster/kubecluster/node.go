@@ -55,15 +55,18 @@ func (s nodeSpec) socketOnHost() string {
 	return filepath.Join(s.hostDir("/run/containerd"), "containerd.sock")
 }
 
-// nodeScript runs as the first process of the node's private mount
-// namespace (unshare --mount --propagation private, started in the node's
-// network namespace): it joins the node's cgroup, mounts the node's own
+// nodeScript runs as the first process of the node's private mount and
+// UTS namespaces (unshare --mount --uts --propagation private, started in
+// the node's network namespace): it joins the node's cgroup, mounts the node's own
 // directories over the host paths, a fresh sysfs for the node's network
 // namespace, then runs containerd, the kubelet and kube-proxy and waits.
 // Every process the node makes stays in its cgroup, which is how teardown
 // finds them by PID.
 var nodeScript = template.Must(template.New("node").Parse(`#!/bin/sh
 set -eu
+# The node's own host name, as on EC2 the instance's: its PrivateDnsName
+# (or the custom name it registers under).
+hostname {{.Name}}
 for h in {{range .Hierarchies}}{{.}} {{end}}; do
 	echo $$ > "$h{{.Cgroup}}/system/cgroup.procs"
 done
@@ -127,6 +130,11 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["/opt/cni/bin"]
     conf_dir = "/etc/cni/net.d"
+    # The pod's lo without the reference loopback plugin, which an EKS
+    # AMI ships in /opt/cni/bin and these nodes do not have. Without it
+    # every sandbox fails after vpcnet's ADD, and containerd 2.4 sends no
+    # DEL for it: the agent reclaims those addresses only minutes later.
+    use_internal_loopback = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -268,7 +276,7 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 	}
 	env := []string{"PATH=" + filepath.Dir(s.Bins.Containerd) + ":" + filepath.Dir(s.Bins.Shim) + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
 	n.shell, err = startProcess(s.NetNS, filepath.Join(s.Dir, "logs", "node.log"), env, unshare,
-		"--mount", "--propagation", "private", "/bin/sh", filepath.Join(s.Dir, "node.sh"))
+		"--mount", "--uts", "--propagation", "private", "/bin/sh", filepath.Join(s.Dir, "node.sh"))
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", s.ID, err)
 	}
