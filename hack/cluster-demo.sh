@@ -18,8 +18,28 @@ trap 'echo "+ vpcnetctl sim down"; ctl down' EXIT
 run() { echo "+ kubectl $*"; k "$@"; }
 run get nodes -o wide
 run -n kube-system get pods -o wide
-run create deployment web --image=vpcnet.local/testserver:local --replicas=10 --port=8080
-run patch deployment web --type=json -p='[{"op":"add","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"Never"}]'
+# Ten pods of the test image (built from source, imported into each
+# node's containerd: no registry), spread over both nodes.
+echo "+ kubectl apply -f - (Deployment web: 10 replicas of vpcnet.local/testserver:local)"
+k apply -f - <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
+      containers:
+        - name: web
+          image: vpcnet.local/testserver:local
+          imagePullPolicy: Never
+          ports: [{containerPort: 8080}]
+          readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 2}
+YAML
 run rollout status deployment/web --timeout=180s
 run get pods -o wide
 run expose deployment web --port=80 --target-port=8080
