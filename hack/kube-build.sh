@@ -15,10 +15,11 @@
 # and the Go version, in $VPCNET_CACHE_DIR, else /var/cache/vpcnet when
 # writable (root, CI), else ${XDG_CACHE_HOME:-~/.cache}/vpcnet; the layout is
 # the one hack/kube-apiserver.sh uses, so both scripts share a cache. Build
-# output goes to stderr; stdout carries only the path. On 2 cores, from a
-# cold Go build cache: kubelet ~5 min, controller-manager ~4 min, containerd
-# ~2 min; the rest reuse most of those packages. Measured on a shared
-# 2-core machine under load 12 to 17: containerd 308 s, kubelet 936 s.
+# output goes to stderr; stdout carries only the path. Measured on a shared
+# 2-core machine under load 12 to 17, modules already downloaded: containerd
+# 308 s, then its shim 18 s and ctr 102 s; kubelet 936 s, then (sharing most
+# packages) kube-scheduler 98 s, kubectl 151 s, kube-proxy and
+# kube-controller-manager a few minutes each. A cached program: instant.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
