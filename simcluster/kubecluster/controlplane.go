@@ -50,7 +50,7 @@ type controlPlane struct {
 
 // files the control plane's components read.
 type pkiFiles struct {
-	ca, caKey                       string
+	ca                              string
 	serving, servingKey             string
 	kubeletClient, kubeletClientKey string
 	saPublic, saPrivate             string
