@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/vpcnet/vpcnet/fabric"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
@@ -88,8 +89,32 @@ func startCluster(t *testing.T, mod func(*Options)) *Cluster {
 		t.Fatalf("start cluster: %v", err)
 	}
 	t.Cleanup(func() {
+		cgroups := []string{c.cp.cgroup}
+		for _, n := range c.nodes {
+			cgroups = append(cgroups, n.spec.Cgroup)
+		}
+		prefix := c.Sim.State().Prefix
 		if err := c.Close(); err != nil {
 			t.Errorf("teardown: %v", err)
+		}
+		// Nothing left: no cgroup (so no process: a cgroup with one
+		// cannot be removed), no namespace of this cluster.
+		hs, err := hierarchies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cg := range cgroups {
+			for _, h := range hs {
+				if _, err := os.Stat(filepath.Join(h, cg)); err == nil {
+					t.Errorf("teardown left cgroup %s (processes %v)", filepath.Join(h, cg), cgroupPIDs(hs, cg))
+				}
+			}
+		}
+		if left, err := fabric.Names(prefix); err != nil || len(left) > 0 {
+			t.Errorf("teardown left namespaces %v (%v)", left, err)
+		}
+		if mi, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(mi), state) {
+			t.Errorf("teardown left mounts under %s (%v)", state, err)
 		}
 		if t.Failed() {
 			t.Logf("kept %s (node logs under kube/)", state)
