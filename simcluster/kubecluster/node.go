@@ -83,7 +83,9 @@ mount --rbind /sys/fs/cgroup {{.Dir}}/cgroup-hold
 mount -t sysfs sysfs /sys
 mount --move {{.Dir}}/cgroup-hold /sys/fs/cgroup
 
-{{.Bins.Containerd}} --config {{.Dir}}/containerd.toml >>{{.Dir}}/logs/containerd.log 2>&1 &
+# setpriv --pdeathsig: each daemon dies with this shell, which dies with
+# the process running the cluster (Pdeathsig), however that one ends.
+setpriv --pdeathsig KILL {{.Bins.Containerd}} --config {{.Dir}}/containerd.toml >>{{.Dir}}/logs/containerd.log 2>&1 &
 echo $! > {{.Dir}}/containerd.pid
 i=0
 while [ ! -S /run/containerd/containerd.sock ]; do
@@ -91,11 +93,11 @@ while [ ! -S /run/containerd/containerd.sock ]; do
 	if [ $i -gt 600 ]; then echo "containerd did not create its socket in 60s" >&2; exit 1; fi
 	sleep 0.1
 done
-{{.Bins.Kubelet}} --config={{.Dir}}/kubelet.yaml --kubeconfig={{.Dir}}/kubelet.kubeconfig \
+setpriv --pdeathsig KILL {{.Bins.Kubelet}} --config={{.Dir}}/kubelet.yaml --kubeconfig={{.Dir}}/kubelet.kubeconfig \
 	--hostname-override={{.Name}} --node-ip={{.IP}} \
 	{{if .Taints}}--register-with-taints={{.TaintList}} {{end}}--v=2 >>{{.Dir}}/logs/kubelet.log 2>&1 &
 echo $! > {{.Dir}}/kubelet.pid
-{{.Bins.KubeProxy}} --config={{.Dir}}/kube-proxy.yaml --v=2 >>{{.Dir}}/logs/kube-proxy.log 2>&1 &
+setpriv --pdeathsig KILL {{.Bins.KubeProxy}} --config={{.Dir}}/kube-proxy.yaml --v=2 >>{{.Dir}}/logs/kube-proxy.log 2>&1 &
 echo $! > {{.Dir}}/kube-proxy.pid
 wait
 `))
