@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo
 
 all: build
 
@@ -125,6 +125,39 @@ build-sim:
 # cloud, then removes everything (needs root for network namespaces).
 demo: build-sim
 	$(BIN)/vpcnetctl sim demo
+
+# kube-bins links the programs of the Kubernetes tier into bin/kube:
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kube-proxy and kubectl (k8s.io/kubernetes, tools/kube-apiserver and
+# tools/kubernetes), containerd 2, its runc shim and ctr (tools/containerd).
+# hack/kube-build.sh builds each from the Go module proxy on first use and
+# caches it in /var/cache/vpcnet; etcd and runc come from Debian
+# (etcd-server, runc).
+KUBE_BIN      := $(BIN)/kube
+KUBE_PROGRAMS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl containerd containerd-shim-runc-v2 ctr
+kube-bins:
+	@mkdir -p $(KUBE_BIN)
+	@for p in $(KUBE_PROGRAMS); do \
+		path="$$(hack/kube-build.sh $$p)" || exit 1; \
+		ln -sfn "$$path" $(KUBE_BIN)/$$p; \
+	done
+	@echo "kube-bins: $(KUBE_BIN) has $(KUBE_PROGRAMS)"
+
+# The vpcnet image holds what the Dockerfile puts in it.
+build-image-bins: build-sim
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/vpcnet-install
+
+# cluster-test runs the end-to-end tests on real kubelets
+# (simcluster/kubecluster): a Deployment over two nodes, pod to pod, a
+# ClusterIP Service through kube-proxy, and the field stories that need a
+# real kubelet. Root; about 2 minutes per cluster on 2 cores.
+cluster-test: build-image-bins kube-bins
+	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) $(GO) test -count=1 -v -timeout 40m ./simcluster/kubecluster/
+
+# cluster-demo brings up the local cloud with Kubernetes, deploys ten pods
+# and checks connectivity with kubectl, then removes everything.
+cluster-demo: build-image-bins kube-bins
+	hack/cluster-demo.sh
 
 clean:
 	rm -rf $(BIN)

@@ -33,6 +33,10 @@ type Options struct {
 	// NodeEnv to one node's, by instance ID, after AgentEnv.
 	AgentEnv []string
 	NodeEnv  map[string][]string
+	// NoAgents leaves the nodes without a vpcnetd process: the agents
+	// run elsewhere, as the vpcnet DaemonSet's pods on a real kubelet
+	// (simcluster/kubecluster).
+	NoAgents bool
 	// Logger receives progress; nil discards.
 	Logger *slog.Logger
 	// CloudOptions tune the emulator (clock, seed).
@@ -126,6 +130,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	for _, n := range c.Nodes {
 		if err := n.resetAgentState(); err != nil {
 			return nil, err
+		}
+		if opts.NoAgents {
+			continue
 		}
 		if err := n.StartAgent(); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vpcnet/vpcnet/simcluster"
+	"github.com/vpcnet/vpcnet/simcluster/kubecluster"
 )
 
 // simDown stops the cluster whose state is in --state and removes what
@@ -97,6 +98,13 @@ func waitFor(ctx context.Context, limit time.Duration, cond func() bool) bool {
 // there, saying what, and the files that describe a running cluster. The
 // caller has made sure no process owns the directory.
 func reportLeftovers(w io.Writer, dir string) error {
+	kube, err := kubecluster.RemoveLeftovers(dir)
+	if kube.Killed > 0 || len(kube.Cgroups) > 0 {
+		fmt.Fprintf(w, "killed %d leftover Kubernetes processes, removed cgroups %v\n", kube.Killed, kube.Cgroups)
+	}
+	if err != nil {
+		return fmt.Errorf("remove the Kubernetes processes and cgroups the local cloud with state in %s left: %w", dir, err)
+	}
 	left, err := simcluster.RemoveRecorded(dir)
 	for _, pid := range left.Agents {
 		fmt.Fprintf(w, "killed leftover agent (pid %d)\n", pid)

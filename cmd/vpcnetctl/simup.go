@@ -16,6 +16,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster"
+	"github.com/vpcnet/vpcnet/simcluster/kubecluster"
 )
 
 //go:embed demo-topology.yaml
@@ -24,15 +25,52 @@ var demoTopology []byte
 // clusterFlags are the flags that say which cluster to build.
 type clusterFlags struct {
 	topology, bin, state, prefix *string
+	// Kubernetes mode: a control plane and, on every node, containerd,
+	// a kubelet and kube-proxy, with vpcnet installed as a DaemonSet.
+	kubernetes    *bool
+	kubeBin, repo *string
 }
 
 func addClusterFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
-		topology: fs.String("topology", "", "topology file (see sim/README.md); empty means the demo's two m5.large nodes"),
-		bin:      fs.String("bin", "", "directory holding vpcnetd, vpcnet and portmap; empty means this program's directory"),
-		state:    fs.String("state", defaultStateDir, "directory for the cluster's state; one cluster per directory"),
-		prefix:   fs.String("prefix", "", "start of the cluster's namespace names; empty means vpcsim- and a hash of the --state path, so clusters with different state directories never share names"),
+		topology:   fs.String("topology", "", "topology file (see sim/README.md); empty means the demo's two m5.large nodes"),
+		bin:        fs.String("bin", "", "directory holding vpcnetd, vpcnet and portmap; empty means this program's directory"),
+		state:      fs.String("state", defaultStateDir, "directory for the cluster's state; one cluster per directory"),
+		prefix:     fs.String("prefix", "", "start of the cluster's namespace names; empty means vpcsim- and a hash of the --state path, so clusters with different state directories never share names"),
+		kubernetes: fs.Bool("kubernetes", false, "run a real Kubernetes cluster on the local cloud: control plane, containerd + kubelet + kube-proxy on every node, vpcnet installed from deploy/vpcnet.yaml (see README, `make cluster-demo`)"),
+		kubeBin:    fs.String("kube-bin", "", "with --kubernetes: directory of the Kubernetes and containerd programs (`make kube-bins`); empty means kube/ under --bin"),
+		repo:       fs.String("repo", ".", "with --kubernetes: this repository's checkout (deploy/vpcnet.yaml, the test images' sources)"),
 	}
+}
+
+// kubeOptions are the Kubernetes parts of the cluster, checked before
+// `sim up` forks.
+func (f clusterFlags) kubeOptions(opts simcluster.Options) (kubecluster.Options, error) {
+	dir := *f.kubeBin
+	if dir == "" {
+		dir = filepath.Join(opts.BinDir, "kube")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return kubecluster.Options{}, err
+	}
+	bins, err := kubecluster.BinariesIn(dir)
+	if err != nil {
+		return kubecluster.Options{}, err
+	}
+	repo, err := filepath.Abs(*f.repo)
+	if err != nil {
+		return kubecluster.Options{}, err
+	}
+	if _, err := os.Stat(filepath.Join(repo, "deploy", "vpcnet.yaml")); err != nil {
+		return kubecluster.Options{}, fmt.Errorf("--repo %s is not a vpcnet checkout (no deploy/vpcnet.yaml): %w", repo, err)
+	}
+	for _, b := range []string{"vpcnet-install", "vpcnetctl"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
+			return kubecluster.Options{}, fmt.Errorf("%s is not in %s, and the vpcnet image needs it (run `make build-sim`): %w", b, opts.BinDir, err)
+		}
+	}
+	return kubecluster.Options{Sim: opts, Bins: bins, RepoRoot: repo, Logger: opts.Logger}, nil
 }
 
 // options reads and checks everything the flags name: the topology (its
@@ -93,13 +131,19 @@ func (f clusterFlags) runArgs(opts simcluster.Options) []string {
 		}
 		args = append(args, "--topology", abs)
 	}
+	if *f.kubernetes {
+		args = append(args, "--kubernetes", "--repo", *f.repo)
+		if *f.kubeBin != "" {
+			args = append(args, "--kube-bin", *f.kubeBin)
+		}
+	}
 	return args
 }
 
 // simUp starts the cluster in a background process (`sim run`) and returns
 // once every agent is ready.
 func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX]", stderr)
+	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--kubernetes [--kube-bin DIR] [--repo DIR]]", stderr)
 	cf := addClusterFlags(fs)
 	pos, err := parseSimFlags(fs, args)
 	if err != nil {
@@ -111,6 +155,21 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := cf.options(nil)
 	if err != nil {
 		return err
+	}
+	if *cf.kubernetes {
+		if _, err := cf.kubeOptions(opts); err != nil {
+			return err
+		}
+		abs, err := filepath.Abs(*cf.repo)
+		if err != nil {
+			return err
+		}
+		*cf.repo = abs
+		if *cf.kubeBin != "" {
+			if *cf.kubeBin, err = filepath.Abs(*cf.kubeBin); err != nil {
+				return err
+			}
+		}
 	}
 	state := opts.StateDir
 	if pid, held, _ := simcluster.LockHolder(state); held {
@@ -143,7 +202,11 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	timeout := 2 * time.Minute
+	if *cf.kubernetes {
+		timeout = 6 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var c *simcluster.Cluster
 	for c == nil {
@@ -155,6 +218,9 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case <-time.After(100 * time.Millisecond):
 			c, _ = simcluster.Attach(state)
 		}
+	}
+	if *cf.kubernetes {
+		return kubeUp(ctx, c, state, exited, stdout)
 	}
 	if err := c.WaitReady(ctx); err != nil {
 		return fmt.Errorf("%w\nthe local cloud keeps running; look with `%s`, remove it with `%s`", err, simCmd(state, "status"), simCmd(state, "down"))
@@ -187,7 +253,34 @@ func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer release()
-	c, err := simcluster.Start(ctx, opts)
+	var c *simcluster.Cluster
+	if *cf.kubernetes {
+		kopts, err := cf.kubeOptions(opts)
+		if err != nil {
+			return err
+		}
+		kc, err := kubecluster.Start(ctx, kopts)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := kc.Close(); err != nil {
+				log.Error("teardown", "err", err)
+			}
+			removeStateFiles(opts.StateDir)
+		}()
+		c = kc.Sim
+		stopControl, err := serveControl(c, log)
+		if err != nil {
+			return err
+		}
+		defer stopControl()
+		log.Info("kubernetes cluster up", "kubeconfig", kc.Kubeconfig)
+		<-ctx.Done()
+		log.Info("stopping the local cloud")
+		return nil
+	}
+	c, err = simcluster.Start(ctx, opts)
 	if err != nil {
 		return err
 	}

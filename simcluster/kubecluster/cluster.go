@@ -1,0 +1,474 @@
+// Package kubecluster runs a real Kubernetes cluster on the local cloud:
+// a control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) in the VPC router's namespace, and in each node's
+// namespace, in a private mount namespace and a cgroup of its own,
+// containerd, a kubelet and kube-proxy (nftables mode). Nodes are
+// identified as on EC2 (Node name = PrivateDnsName, providerID
+// aws:///AZ/INSTANCE, a client certificate for system:node:NAME from the
+// cluster's CA, Node authorizer and NodeRestriction), images are built
+// from source without a registry and imported into each containerd, and
+// vpcnet is installed from deploy/vpcnet.yaml with only its image, the
+// local cloud's EC2 endpoint and credentials changed.
+//
+// The programs come from hack/kube-build.sh (built from the Go module
+// proxy, cached); `make kube-bins` links them into bin/kube.
+package kubecluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vpcnet/vpcnet/internal/kubetest"
+	"github.com/vpcnet/vpcnet/simcluster"
+)
+
+// Binaries are the programs a cluster runs.
+type Binaries struct {
+	Etcd, APIServer, ControllerManager, Scheduler string
+	Kubelet, KubeProxy, Containerd, Shim, Ctr     string
+	Runc                                          string
+}
+
+// BinariesIn finds the Kubernetes and containerd programs in dir (named
+// as hack/kube-build.sh names them), etcd and runc on PATH (Debian's
+// etcd-server and runc).
+func BinariesIn(dir string) (Binaries, error) {
+	b := Binaries{
+		APIServer: filepath.Join(dir, "kube-apiserver"), ControllerManager: filepath.Join(dir, "kube-controller-manager"),
+		Scheduler: filepath.Join(dir, "kube-scheduler"), Kubelet: filepath.Join(dir, "kubelet"),
+		KubeProxy: filepath.Join(dir, "kube-proxy"), Containerd: filepath.Join(dir, "containerd"),
+		Shim: filepath.Join(dir, "containerd-shim-runc-v2"), Ctr: filepath.Join(dir, "ctr"),
+	}
+	var errs []error
+	for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.KubeProxy, b.Containerd, b.Shim, b.Ctr} {
+		if _, err := os.Stat(p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+		}
+	}
+	if len(errs) > 0 {
+		return b, fmt.Errorf("kubernetes programs missing (run `make kube-bins`, which builds them from the Go module proxy once and caches them): %w", errors.Join(errs...))
+	}
+	var err error
+	if b.Etcd, err = exec.LookPath("etcd"); err != nil {
+		return b, fmt.Errorf("etcd not found (apt-get install etcd-server): %w", err)
+	}
+	if b.Runc, err = exec.LookPath("runc"); err != nil {
+		return b, fmt.Errorf("runc not found (apt-get install runc): %w", err)
+	}
+	return b, nil
+}
+
+// NodeOptions change one node from what EC2 would give it.
+type NodeOptions struct {
+	// Name registers the Node under this name instead of the instance's
+	// PrivateDnsName (a custom hostname; story 6). Its certificate is for
+	// system:node:Name, so NodeRestriction lets it in.
+	Name string
+	// UntrustedCredential gives the kubelet a certificate from a CA the
+	// cluster does not trust: its requests are refused and no Node
+	// appears (story 7).
+	UntrustedCredential bool
+}
+
+// Options describe a cluster.
+type Options struct {
+	// Sim is the local cloud; its NoAgents is set (the agents are the
+	// DaemonSet's pods).
+	Sim simcluster.Options
+	// Bins are the programs; RepoRoot is this repository (deploy/ and the
+	// test programs' sources).
+	Bins     Binaries
+	RepoRoot string
+	// Nodes change single nodes, by instance ID.
+	Nodes map[string]NodeOptions
+	// StartupTaint, if set, is registered by every kubelet with effect
+	// NoSchedule and given to vpcnet as VPCNET_STARTUP_TAINT.
+	StartupTaint string
+	// AgentEnv adds settings to the vpcnet container (KEY=VALUE).
+	AgentEnv []string
+	// SkipVpcnet starts the cluster without installing vpcnet.
+	SkipVpcnet bool
+	Logger     *slog.Logger
+}
+
+// Cluster is a running Kubernetes cluster on the local cloud.
+type Cluster struct {
+	Sim        *simcluster.Cluster
+	Kubeconfig string // admin kubeconfig, through the host-side forwarder
+	// VPCKubeconfig is the admin kubeconfig for programs inside a node's
+	// namespace: it names the API server's VPC address.
+	VPCKubeconfig string
+	Config        *rest.Config
+	Client        kubernetes.Interface
+
+	opts  Options
+	dir   string
+	cp    *controlPlane
+	nodes []*nodeRuntime
+	log   *slog.Logger
+	// NodeNames maps instance ID to the Node's name.
+	NodeNames map[string]string
+}
+
+// Start runs the local cloud, the control plane and every node, installs
+// vpcnet (unless SkipVpcnet) and returns once every node with a trusted
+// credential has registered. It does not wait for Ready: see WaitNodesReady.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	opts.Sim.NoAgents = true
+	opts.Sim.Logger = opts.Logger
+	c := &Cluster{opts: opts, log: opts.Logger, NodeNames: map[string]string{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Close())
+		}
+	}()
+	if c.Sim, err = simcluster.Start(ctx, opts.Sim); err != nil {
+		return nil, err
+	}
+	st := c.Sim.State()
+	c.dir = filepath.Join(st.StateDir, "kube")
+	if err := os.RemoveAll(c.dir); err != nil {
+		return nil, fmt.Errorf("remove the Kubernetes state an earlier cluster left: %w", err)
+	}
+	ca, err := NewCA(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("starting the control plane in the VPC router's namespace")
+	base := "/" + strings.TrimSuffix(st.Prefix, "-")
+	if err := recordCgroup(st.StateDir, base+"-control-plane"); err != nil {
+		return nil, err
+	}
+	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), base+"-control-plane", opts.Bins, ca); err != nil {
+		return nil, err
+	}
+	admin, err := ca.Client("local-cloud-admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	c.Kubeconfig = filepath.Join(st.StateDir, "kubeconfig")
+	if err := writeKubeconfig(c.Kubeconfig, c.cp.LocalURL(), ca.PEM(), admin); err != nil {
+		return nil, err
+	}
+	c.VPCKubeconfig = filepath.Join(c.dir, "admin-vpc.kubeconfig")
+	if err := writeKubeconfig(c.VPCKubeconfig, "https://"+APIAddress.String(), ca.PEM(), admin); err != nil {
+		return nil, err
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return nil, err
+	}
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return nil, err
+	}
+	if err := c.waitAPI(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.cp.startControllers(); err != nil {
+		return nil, err
+	}
+	c.log.Info("building images", "dir", filepath.Join(c.dir, "images"))
+	archives, err := buildImages(ctx, filepath.Join(c.dir, "images"), opts.Sim.BinDir, opts.RepoRoot)
+	if err != nil {
+		return nil, err
+	}
+	proxyID, err := ca.Client("system:kube-proxy")
+	if err != nil {
+		return nil, err
+	}
+	region := opts.Sim.Topology.Region
+	var want []string
+	for i, in := range c.Sim.Cloud.Instances() {
+		n, err := c.Sim.Node(in.ID)
+		if err != nil {
+			continue // not running
+		}
+		no := opts.Nodes[in.ID]
+		name := PrivateDNSName(region, in.PrivateIP.String())
+		if no.Name != "" {
+			name = no.Name
+		}
+		c.NodeNames[in.ID] = name
+		signer := ca
+		if no.UntrustedCredential {
+			if signer, err = NewCA(time.Now()); err != nil {
+				return nil, err
+			}
+		} else {
+			want = append(want, name)
+		}
+		id, err := signer.Client("system:node:"+name, "system:nodes")
+		if err != nil {
+			return nil, err
+		}
+		spec := nodeSpec{
+			ID: in.ID, Name: name, AZ: in.AZ, NetNS: n.NetNS, IP: in.PrivateIP,
+			Dir:      filepath.Join(c.dir, in.ID),
+			Cgroup:   fmt.Sprintf("%s-node%d", base, i),
+			Identity: id, ProxyID: proxyID, CA: ca.PEM(), Bins: opts.Bins,
+		}
+		if opts.StartupTaint != "" {
+			spec.Taints = []string{opts.StartupTaint + ":NoSchedule"}
+		}
+		if err := recordCgroup(st.StateDir, spec.Cgroup); err != nil {
+			return nil, err
+		}
+		c.log.Info("starting node", "instance", in.ID, "node", name, "cgroup", spec.Cgroup)
+		rt, err := startNode(ctx, spec, PauseImage)
+		if rt != nil {
+			c.nodes = append(c.nodes, rt)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, ref := range []string{PauseImage, TestImage, VpcnetImage} {
+			if err := rt.importImage(ctx, archives[ref]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := c.waitNodes(ctx, want); err != nil {
+		return nil, err
+	}
+	if !opts.SkipVpcnet {
+		if err := c.InstallVpcnet(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// PrivateDNSName is EC2's private DNS name for an address in a region
+// (outside us-east-1): the name an EKS node registers under.
+func PrivateDNSName(region, ip string) string {
+	return "ip-" + strings.ReplaceAll(ip, ".", "-") + "." + region + ".compute.internal"
+}
+
+func (c *Cluster) waitAPI(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last error
+	for {
+		if err := c.cp.check(); err != nil {
+			return err
+		}
+		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) == "ok" {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver not ready (last /readyz error: %v): %w\n%s", last, ctx.Err(), c.cp.procs[1].tail(30))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitNodes waits until a Node with each name exists.
+func (c *Cluster) waitNodes(ctx context.Context, names []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		missing := slices.Clone(names)
+		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, n := range list.Items {
+				missing = slices.DeleteFunc(missing, func(s string) bool { return s == n.Name })
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		if err := c.checkNodes(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nodes %v did not register: %w\n%s", missing, ctx.Err(), c.diagnose())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// WaitNodesReady waits until every named Node reports Ready.
+func (c *Cluster) WaitNodesReady(ctx context.Context, names ...string) error {
+	for {
+		notReady := []string{}
+		for _, name := range names {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !NodeReady(n) {
+				notReady = append(notReady, name)
+			}
+		}
+		if len(notReady) == 0 {
+			return nil
+		}
+		if err := c.checkNodes(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nodes %v not Ready: %w\n%s", notReady, ctx.Err(), c.diagnose())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// NodeReady says whether the Node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (c *Cluster) checkNodes() error {
+	for _, n := range c.nodes {
+		if ok, _ := n.shell.Exited(); ok {
+			return fmt.Errorf("node %s: %w\nkubelet:\n%s", n.spec.ID, n.shell.exitError(), tailFile(filepath.Join(n.spec.Dir, "logs", "kubelet.log"), 20))
+		}
+	}
+	return c.cp.check()
+}
+
+// diagnose is the end of every node's kubelet log.
+func (c *Cluster) diagnose() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "--- %s kubelet (%s):\n%s\n", n.spec.ID, filepath.Join(n.spec.Dir, "logs", "kubelet.log"),
+			tailFile(filepath.Join(n.spec.Dir, "logs", "kubelet.log"), 15))
+	}
+	return b.String()
+}
+
+// NodeDir is the directory of an instance's node (logs/, configuration,
+// and root/ with the directories bound over the host paths).
+func (c *Cluster) NodeDir(id string) string { return filepath.Join(c.dir, id) }
+
+// InstallVpcnet applies deploy/vpcnet.yaml as an operator would, changing
+// only the image (built here, imported into every node), the local
+// cloud's EC2 endpoint and credentials, plus AgentEnv and the startup
+// taint when set.
+func (c *Cluster) InstallVpcnet(ctx context.Context) error {
+	manifest, err := os.ReadFile(filepath.Join(c.opts.RepoRoot, "deploy", "vpcnet.yaml"))
+	if err != nil {
+		return err
+	}
+	env := []string{
+		"VPCNET_EC2_ENDPOINT=http://127.0.0.1:8780",
+		"AWS_ACCESS_KEY_ID=local-cloud", "AWS_SECRET_ACCESS_KEY=local-cloud",
+	}
+	if c.opts.StartupTaint != "" {
+		env = append(env, "VPCNET_STARTUP_TAINT="+c.opts.StartupTaint)
+	}
+	out, err := LocalManifest(manifest, append(env, c.opts.AgentEnv...))
+	if err != nil {
+		return err
+	}
+	c.log.Info("installing vpcnet from deploy/vpcnet.yaml", "image", VpcnetImage)
+	return kubetest.Apply(ctx, c.Config, out)
+}
+
+// LocalManifest is deploy/vpcnet.yaml for the local cloud: every
+// container of the vpcnet DaemonSet uses VpcnetImage, and the agent's
+// container gets env (KEY=VALUE) added. Nothing else changes.
+func LocalManifest(manifest []byte, env []string) ([]byte, error) {
+	objs, err := kubetest.Decode(manifest)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	found := false
+	for _, o := range objs {
+		if o.GetKind() == "DaemonSet" && o.GetName() == "vpcnet" {
+			found = true
+			if err := localDaemonSet(o, env); err != nil {
+				return nil, err
+			}
+		}
+		b, err := json.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, b...), '\n')
+	}
+	if !found {
+		return nil, errors.New("deploy/vpcnet.yaml has no DaemonSet named vpcnet")
+	}
+	return out, nil
+}
+
+func localDaemonSet(o *unstructured.Unstructured, env []string) error {
+	for _, field := range []string{"initContainers", "containers"} {
+		list, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+		if err != nil {
+			return err
+		}
+		for i, item := range list {
+			ctr, ok := item.(map[string]any)
+			if !ok {
+				return fmt.Errorf("DaemonSet %s[%d] is not an object", field, i)
+			}
+			ctr["image"] = VpcnetImage
+			if field == "containers" && ctr["name"] == "vpcnet" {
+				existing, _ := ctr["env"].([]any)
+				for _, kv := range env {
+					k, v, _ := strings.Cut(kv, "=")
+					existing = append(existing, map[string]any{"name": k, "value": v})
+				}
+				ctr["env"] = existing
+			}
+			list[i] = ctr
+		}
+		if err := unstructured.SetNestedSlice(o.Object, list, "spec", "template", "spec", field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops every node (processes by PID from each node's cgroup, its
+// mount namespace with them, its cgroups), the control plane, and the
+// local cloud. Safe on a partly started cluster.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, n := range c.nodes {
+		if err := n.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.cp != nil {
+		c.cp.stop()
+	}
+	if c.Sim != nil {
+		st := c.Sim.State()
+		errs = append(errs, c.Sim.Close())
+		// Whatever the orderly stop missed; then the record goes.
+		if _, err := RemoveLeftovers(st.StateDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,75 @@
+package kubecluster
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vpcnet/vpcnet/internal/kubetest"
+)
+
+// TestLocalManifestChangesOnlyImageAndEnv: the local cloud installs
+// deploy/vpcnet.yaml as an operator would; the only differences are the
+// image of every vpcnet container and the agent's added settings.
+func TestLocalManifestChangesOnlyImageAndEnv(t *testing.T) {
+	orig, err := os.ReadFile("../../deploy/vpcnet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"VPCNET_EC2_ENDPOINT=http://127.0.0.1:8780", "AWS_ACCESS_KEY_ID=k"}
+	local, err := LocalManifest(orig, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := kubetest.Decode(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := kubetest.Decode(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != len(after) {
+		t.Fatalf("%d objects, want %d", len(after), len(before))
+	}
+	for i := range before {
+		b, a := before[i], after[i]
+		if b.GetKind() != "DaemonSet" {
+			if !reflect.DeepEqual(b.Object, a.Object) {
+				t.Errorf("%s %s changed", b.GetKind(), b.GetName())
+			}
+			continue
+		}
+		var added []string
+		for _, field := range []string{"initContainers", "containers"} {
+			bl, _, _ := unstructured.NestedSlice(b.Object, "spec", "template", "spec", field)
+			al, _, _ := unstructured.NestedSlice(a.Object, "spec", "template", "spec", field)
+			for j := range al {
+				ac, bc := al[j].(map[string]any), bl[j].(map[string]any)
+				if ac["image"] != VpcnetImage {
+					t.Errorf("%s %v: image %v", field, ac["name"], ac["image"])
+				}
+				ae, _ := ac["env"].([]any)
+				be, _ := bc["env"].([]any)
+				for _, e := range ae[len(be):] {
+					m := e.(map[string]any)
+					added = append(added, m["name"].(string)+"="+m["value"].(string))
+				}
+				delete(ac, "image")
+				delete(bc, "image")
+				ac["env"], bc["env"] = nil, nil
+			}
+			// Everything else as shipped, compared below.
+			_ = unstructured.SetNestedSlice(a.Object, al, "spec", "template", "spec", field)
+			_ = unstructured.SetNestedSlice(b.Object, bl, "spec", "template", "spec", field)
+		}
+		if !reflect.DeepEqual(added, env) {
+			t.Errorf("added env %v, want %v", added, env)
+		}
+		if !reflect.DeepEqual(b.Object, a.Object) {
+			t.Errorf("DaemonSet changed beyond its containers' image and env")
+		}
+	}
+}
