@@ -361,9 +361,11 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID,
 func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {
 	res := nodestate.AttachResult{JobID: job.ID}
 	if job.MAC != "" {
-		// IMDS first: until it shows the interface, EC2 has not attached
-		// it, and asking EC2 would only spend the account's budget. An
-		// IMDS that cannot answer falls through to EC2.
+		// IMDS first: it costs none of the account's EC2 budget, and
+		// once it shows the interface EC2 surely has attached it. It
+		// lags EC2, so the machine also asks EC2 once when the attach
+		// should be done (an empty MAC). An IMDS that cannot answer
+		// falls through to EC2.
 		shown, err := x.Cloud.IMDSShowsMAC(ctx, job.MAC)
 		if err == nil && !shown {
 			res.NotYet, res.IMDSOnly = true, true

@@ -76,3 +76,13 @@ func (b *burst) anticipated(now time.Time, waiting int) int {
 	rate := float64(k-1) / span.Seconds()
 	return int(math.Ceil(rate * d.Seconds()))
 }
+
+// expectedAttach is how long an attachment is expected to take: the last
+// one seen, unless IMDS's lag made that one look slower than EC2's
+// usual (a confirmation that waited for IMDS measures IMDS, not EC2).
+func (b *burst) expectedAttach() time.Duration {
+	if b.attachTook > 0 && b.attachTook < attachGuess {
+		return b.attachTook
+	}
+	return attachGuess
+}

@@ -72,3 +72,48 @@ func TestBurstAnticipation(t *testing.T) {
 		})
 	}
 }
+
+// Issue 16: IMDS lags EC2 by seconds, so waiting for it alone makes a
+// burst's pods wait an attach delay plus the lag. EC2 is asked once,
+// when the attachment should be done, and its answer adopts the ENI.
+func TestAnAttachmentIsCheckedInEC2OnceWhenItShouldBeDone(t *testing.T) {
+	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	for i := range 3 {
+		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}})
+	}
+	jobs, _ := drain(t, n, t0)
+	attach, ok := find(jobs, isAttach)
+	if !ok {
+		t.Fatalf("no attach for waiting Adds; jobs %v", jobs)
+	}
+	const mac = "0a:00:00:00:00:01"
+	n.Step(t0, ActionResult{JobID: attach.ID, ENIID: "eni-new", MAC: mac, AttachmentID: "att-new", DeleteOnTermination: true})
+	drain(t, n, t0)
+	now := t0
+	var asked []time.Duration // when EC2 was asked
+	for now.Before(t0.Add(20 * time.Second)) {
+		now = n.Ready().Wake
+		n.Step(now, Tick{})
+		jobs, _ := drain(t, n, now)
+		for _, j := range jobs {
+			if j.Kind != JobConfirmAttach {
+				continue
+			}
+			if j.MAC == "" {
+				asked = append(asked, now.Sub(t0))
+			}
+			// Neither IMDS nor EC2 says it is attached, all along.
+			n.Step(now, AttachResult{JobID: j.ID, NotYet: true, IMDSOnly: j.MAC != ""})
+		}
+	}
+	if len(asked) == 0 || asked[0] < attachGuess || asked[0] > attachGuess+imdsAttachPoll {
+		t.Fatalf("EC2 asked at %v after the attach; want once at about %s, when an attach is done", asked, attachGuess)
+	}
+	if len(asked) > 1 && asked[1] < imdsAttachWatch {
+		t.Fatalf("EC2 asked at %v: again before IMDS was given up on at %s", asked, imdsAttachWatch)
+	}
+}

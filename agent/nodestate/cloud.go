@@ -59,6 +59,11 @@ type attaching struct {
 	poll   time.Duration
 	// mac is watched in IMDS; empty once IMDS is not trusted for it.
 	mac string
+	// askEC2 is when EC2 is asked once whether the attachment is done,
+	// without waiting for IMDS, which lags EC2 by seconds: about when an
+	// attach takes, so a burst's pods wait about one attach delay, not
+	// one plus IMDS's lag. Zero once asked.
+	askEC2 time.Time
 }
 
 // cloudView is what the machine knows of EC2 beyond the pool.
@@ -414,7 +419,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 			n.cloud.devices[j.Device] = true
 			return
 		}
-		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC}
+		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC, askEC2: now.Add(n.burst.expectedAttach())}
 		n.cloud.attaching[ev.ENIID] = at
 		n.jobs.schedule(now.Add(at.firstPoll()), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device, MAC: at.mac})
 		if !ev.DeleteOnTermination {
@@ -517,6 +522,9 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		wait = at.poll
 	}
 	j.MAC = at.mac
+	if at.mac != "" && !at.askEC2.IsZero() && !now.Add(wait).Before(at.askEC2) {
+		j.MAC, at.askEC2 = "", time.Time{} // an empty MAC makes the executor ask EC2
+	}
 	n.jobs.schedule(now.Add(wait), j)
 }
 
