@@ -125,9 +125,9 @@ func (s *Server) serveConn(conn net.Conn) {
 		_ = conn.Close()
 	}()
 	_ = conn.SetReadDeadline(time.Now().Add(ioTimeout))
-	var req request
-	if err := json.NewDecoder(io.LimitReader(conn, maxMessage)).Decode(&req); err != nil {
-		s.reply(conn, nil, Errorf(InvalidArgument, "read the request: %v", err))
+	req, err := readRequest(conn)
+	if err != nil {
+		s.reply(conn, nil, err)
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
@@ -142,6 +142,16 @@ func (s *Server) serveConn(conn net.Conn) {
 	}()
 	out, err := s.dispatch(ctx, req)
 	s.reply(conn, out, err)
+}
+
+// readRequest reads one request of at most maxMessage bytes: what any
+// local process that can open the socket sends, so it is untrusted.
+func readRequest(r io.Reader) (request, error) {
+	var req request
+	if err := json.NewDecoder(io.LimitReader(r, maxMessage)).Decode(&req); err != nil {
+		return request{}, Errorf(InvalidArgument, "read the request: %v", err)
+	}
+	return req, nil
 }
 
 func (s *Server) dispatch(ctx context.Context, req request) (any, error) {
