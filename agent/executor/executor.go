@@ -278,7 +278,24 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	default:
 		panic(fmt.Sprintf("executor: unknown planner action %v", act.Kind))
 	}
+	if cloud.IsSubnetFragmented(res.Err) {
+		res.SubnetFree = x.subnetFree(ctx, act.SubnetID)
+	}
 	return res
+}
+
+// subnetFree is EC2's count of the subnet's free addresses, -1 when it
+// cannot say: with InsufficientCidrBlocks it tells a fragmented subnet
+// (addresses left, no whole /28) from a full one.
+func (x *Executor) subnetFree(ctx context.Context, subnetID string) int {
+	if subnetID == "" {
+		return -1
+	}
+	subnets, err := x.Cloud.DescribeSubnets(ctx, subnetID)
+	if err != nil || len(subnets) != 1 {
+		return -1
+	}
+	return subnets[0].AvailableAddresses
 }
 
 func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix, error) {
@@ -497,14 +514,15 @@ func Classify(err error) nodestate.ErrorClass {
 		return nodestate.ErrorClass{}
 	}
 	c := nodestate.ErrorClass{
-		Code:            cloud.ErrorCode(err),
-		Action:          ec2Action(err),
-		SubnetExhausted: cloud.IsSubnetExhausted(err),
-		AttachmentLimit: cloud.IsAttachmentLimit(err),
-		Throttled:       cloud.IsThrottled(err),
-		Unauthorized:    cloud.IsUnauthorized(err),
+		Code:             cloud.ErrorCode(err),
+		Action:           ec2Action(err),
+		SubnetExhausted:  cloud.IsSubnetExhausted(err) && !cloud.IsSubnetFragmented(err),
+		SubnetFragmented: cloud.IsSubnetFragmented(err),
+		AttachmentLimit:  cloud.IsAttachmentLimit(err),
+		Throttled:        cloud.IsThrottled(err),
+		Unauthorized:     cloud.IsUnauthorized(err),
 	}
-	c.Refusal = c.SubnetExhausted || c.AttachmentLimit || cloud.IsAddressLimit(err) || c.Throttled || c.Unauthorized
+	c.Refusal = c.SubnetExhausted || c.SubnetFragmented || c.AttachmentLimit || cloud.IsAddressLimit(err) || c.Throttled || c.Unauthorized
 	return c
 }
 

@@ -56,6 +56,8 @@ type Node struct {
 	custom  custom
 	// unmanaged are the interfaces attached that are not vpcnet's.
 	unmanaged unmanaged
+	// frag is the prefix fallback on a fragmented subnet.
+	frag fallback
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -222,6 +224,7 @@ func (n *Node) wake() time.Time {
 	}
 	earliest(n.dur.retryAt)
 	earliest(n.host.nextReclaim)
+	earliest(n.frag.wakeAt(n.last))
 	return w
 }
 

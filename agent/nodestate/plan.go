@@ -59,7 +59,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
-	return ipam.Plan(snap, n.cloud.plan, n.limits(), now)
+	return ipam.Plan(snap, n.frag.planConfig(n.cloud.plan, now), n.limits(), now)
 }
 
 // countRestartCoolingAsFree: addresses cooling only because the agent
@@ -201,6 +201,9 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 		n.job(Job{Kind: JobAction, Action: act, ENI: ENIInfo{ID: pe.ID, DeviceIndex: pe.DeviceIndex, SubnetID: pe.SubnetID,
 			SubnetCIDR: pe.SubnetCIDR, PrimaryIP: pe.PrimaryIP, MAC: m.MAC, AttachmentID: m.AttachmentID}})
 	case ipam.AssignBlocks:
+		if e, ok := n.pool.ENI(act.ENIID); ok && act.SubnetID == "" {
+			act.SubnetID = e.SubnetID // named if EC2 refuses for fragmentation
+		}
 		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
 		n.job(Job{Kind: JobAction, Action: act})
 	case ipam.AttachENI:

@@ -168,7 +168,11 @@ type ActionResult struct {
 	// Skipped says the action was declined at the last moment without
 	// an EC2 change (not attached per EC2, or routed on the host).
 	Skipped bool
-	Err     error
+	// SubnetFree is the subnet's free address count as EC2 gave it after
+	// the action failed for want of a free /28 (InsufficientCidrBlocks);
+	// -1 when unknown.
+	SubnetFree int
+	Err        error
 }
 
 // AttachResult answers JobConfirmAttach: the ENI once EC2 says it is

@@ -51,6 +51,9 @@ type View struct {
 	Growing bool
 	// Unmanaged are the attached interfaces vpcnet leaves alone.
 	Unmanaged []UnmanagedENI
+	// PrefixFallback is set while the node grows by single addresses
+	// because the subnet is fragmented for prefixes.
+	PrefixFallback *PrefixFallback
 	// MaxENIs is the instance's ENI limit on network card 0 less the
 	// slots unmanaged interfaces hold: what the pool may attach.
 	MaxENIs int
@@ -85,6 +88,7 @@ func (n *Node) View(now time.Time) View {
 		InFlight:          len(n.jobs.inFlight),
 		Unmanaged:         slices.Clone(n.unmanaged.enis),
 		MaxENIs:           n.limits().MaxENIs,
+		PrefixFallback:    n.frag.view(),
 	}
 	for _, e := range n.pool.ENIs() {
 		m := n.meta[e.ID]
@@ -119,21 +123,22 @@ func (n *Node) Lookup(key ipam.Key) (ipam.Assignment, ipam.ENI, bool) {
 // plan: cheap enough to publish after every event.
 func (n *Node) Summary(now time.Time) View {
 	return View{
-		Stats:       n.pool.Stats(now),
-		Waiting:     n.reqs.waiting(),
-		Demand:      n.reqs.demandCount(),
-		Shortfall:   n.cloud.lastShortfall,
-		ReleaseHold: n.host.hold,
-		CloudOK:     n.cloud.ok,
-		LastEC2Err:  n.cloud.lastErr,
-		LastGrowErr: n.cloud.lastGrowErr,
-		Reclaimed:   n.host.reclaimed,
-		Attaching:   len(n.cloud.attaching),
-		InFlight:    len(n.jobs.inFlight),
-		Growing:     n.growing(),
-		Quarantined: quarantinedAddrs(n.host.quarantined),
-		Stale:       slices.Clone(n.stale),
-		ENIConfigOK: n.cloud.eniCfgOK,
+		Stats:          n.pool.Stats(now),
+		Waiting:        n.reqs.waiting(),
+		Demand:         n.reqs.demandCount(),
+		Shortfall:      n.cloud.lastShortfall,
+		ReleaseHold:    n.host.hold,
+		CloudOK:        n.cloud.ok,
+		LastEC2Err:     n.cloud.lastErr,
+		LastGrowErr:    n.cloud.lastGrowErr,
+		Reclaimed:      n.host.reclaimed,
+		Attaching:      len(n.cloud.attaching),
+		InFlight:       len(n.jobs.inFlight),
+		Growing:        n.growing(),
+		Quarantined:    quarantinedAddrs(n.host.quarantined),
+		Stale:          slices.Clone(n.stale),
+		ENIConfigOK:    n.cloud.eniCfgOK,
+		PrefixFallback: n.frag.view(),
 	}
 }
 
