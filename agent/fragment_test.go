@@ -48,4 +48,24 @@ func TestFragmentedSubnetStillStartsPods(t *testing.T) {
 	if f.Reason != ReasonSubnetFragmented || f.SubnetID != "subnet-f" || f.FreeAddresses < 16 || f.Fix == "" {
 		t.Errorf("/v1/status prefixFallback = %+v, want subnet_fragmented in subnet-f with its free count (at least 16) and the fix", f)
 	}
+	mfs, err := a.met.gatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "vpcnet_prefix_fallback" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			found = found || (labels["reason"] == ReasonSubnetFragmented && labels["subnet"] == "subnet-f" && m.GetGauge().GetValue() == 1)
+		}
+	}
+	if !found {
+		t.Error("no vpcnet_prefix_fallback{reason=subnet_fragmented,subnet=subnet-f} 1")
+	}
 }
