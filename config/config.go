@@ -29,6 +29,9 @@ type Config struct {
 	WarmPrefixTarget int // 0: unset
 	MaxENI           int // -1: the instance type's limit
 	PrefixDelegation bool
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: tagged subnets for new
+	// ENIs.
+	SubnetDiscovery bool
 	// Cooldown is how long a freed address rests before another pod gets
 	// it, so stale routes elsewhere cannot misdeliver.
 	Cooldown time.Duration

@@ -28,6 +28,7 @@ type Cloud interface {
 	DescribeSelf(ctx context.Context) (cloud.Self, error)
 	InstanceLimits(ctx context.Context, instanceType string) (limits.Limits, error)
 	DescribeSubnets(ctx context.Context, ids ...string) ([]cloud.Subnet, error)
+	SubnetsInZone(ctx context.Context, vpcID, az string) ([]cloud.Subnet, error)
 	ListENIs(ctx context.Context, f cloud.ENIFilter) ([]cloud.ENI, error)
 	DescribeENIs(ctx context.Context, ids ...string) ([]cloud.ENI, error)
 	CreateENI(ctx context.Context, in cloud.CreateENIInput) (cloud.ENI, error)
@@ -95,6 +96,11 @@ type Executor struct {
 	ENIMTU int
 	// Tags are added to every ENI created (ADDITIONAL_ENI_TAGS).
 	Tags map[string]string
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: new ENIs may go to the
+	// subnets of the node's VPC and zone tagged kubernetes.io/role/cni.
+	// CustomNetwork (an ENIConfig's subnet) turns it off.
+	SubnetDiscovery bool
+	CustomNetwork   bool
 
 	// mu guards subnets: subnet CIDRs learned from EC2.
 	mu      sync.Mutex
@@ -270,7 +276,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		res.ENIID, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
+		res.ENIID, res.AttachmentID, res.SubnetID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -279,7 +285,11 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 		panic(fmt.Sprintf("executor: unknown planner action %v", act.Kind))
 	}
 	if cloud.IsSubnetFragmented(res.Err) {
-		res.SubnetFree = x.subnetFree(ctx, act.SubnetID)
+		subnet := act.SubnetID
+		if res.SubnetID != "" {
+			subnet = res.SubnetID
+		}
+		res.SubnetFree = x.subnetFree(ctx, subnet)
 	}
 	return res
 }
@@ -315,30 +325,34 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // does not wait for the attachment: the machine polls with
 // JobConfirmAttach. An ENI that failed to attach is deleted, unless EC2
 // may have attached it after all (then the next resync adopts it).
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, attachmentID string, dot bool, err error) {
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, attachmentID, subnet string, dot bool, err error) {
 	in := cloud.CreateENIInput{
-		SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups,
-		Description: "vpcnet pod addresses for " + x.InstanceID, Tags: x.Tags,
+		SecurityGroups: act.SecurityGroups,
+		Description:    "vpcnet pod addresses for " + x.InstanceID, Tags: x.Tags,
 	}
 	if act.Prefixes {
 		in.Prefixes = act.Count
 	} else {
 		in.SecondaryAddresses = act.Count
 	}
-	eni, err := x.Cloud.CreateENI(ctx, in)
+	subnets, err := x.createSubnets(ctx, act)
 	if err != nil {
-		return "", "", false, err
+		return "", "", "", false, err
+	}
+	eni, subnet, err := x.createENI(ctx, in, subnets)
+	if err != nil {
+		return "", "", subnet, false, err
 	}
 	attachmentID, err = x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
 		// Deleting fails harmlessly ("in use") if EC2 did attach it.
 		_ = x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID)
-		return eni.ID, "", false, err
+		return eni.ID, "", subnet, false, err
 	}
 	if err := x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true); err != nil {
-		return eni.ID, attachmentID, false, nil // the machine retries it
+		return eni.ID, attachmentID, subnet, false, nil // the machine retries it
 	}
-	return eni.ID, attachmentID, true, nil
+	return eni.ID, attachmentID, subnet, true, nil
 }
 
 func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {

@@ -84,14 +84,21 @@ func (f *fallback) observe(n *Node, act ipam.Action, ev ActionResult, c ErrorCla
 	}
 	switch {
 	case ev.Err == nil && f.active:
-		n.log.Info("EC2 granted a /28 prefix again: prefix fallback over", "subnet", act.SubnetID, "after", now.Sub(f.since).String())
-		n.notice("SubnetFragmentationCleared", fmt.Sprintf("EC2 grants /28 prefixes in subnet %s again; the node grows by prefixes", act.SubnetID))
+		subnet := act.SubnetID
+		if ev.SubnetID != "" {
+			subnet = ev.SubnetID
+		}
+		n.log.Info("EC2 granted a /28 prefix again: prefix fallback over", "subnet", subnet, "after", now.Sub(f.since).String())
+		n.notice("SubnetFragmentationCleared", fmt.Sprintf("EC2 grants /28 prefixes in subnet %s again; the node grows by prefixes", subnet))
 		*f = fallback{}
 	case ev.Err != nil && c.SubnetFragmented:
 		if !f.active {
 			f.since = now
 		}
 		f.active, f.subnet, f.free = true, act.SubnetID, ev.SubnetFree
+		if ev.SubnetID != "" {
+			f.subnet = ev.SubnetID
+		}
 		f.delay = min(max(2*f.delay, minPrefixRetry), maxPrefixRetry)
 		f.until = now.Add(f.delay)
 		n.cloud.grow.reset()

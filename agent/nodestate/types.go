@@ -168,6 +168,9 @@ type ActionResult struct {
 	// Skipped says the action was declined at the last moment without
 	// an EC2 change (not attached per EC2, or routed on the host).
 	Skipped bool
+	// SubnetID is the subnet AttachENI created the ENI in (with subnet
+	// discovery, not always the action's), or the last one it tried.
+	SubnetID string
 	// SubnetFree is the subnet's free address count as EC2 gave it after
 	// the action failed for want of a free /28 (InsufficientCidrBlocks);
 	// -1 when unknown.
