@@ -180,6 +180,7 @@ func (pt *starter) stateConfig() nodestate.Config {
 		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,
 		Cooldown: a.cfg.Cooldown, AddWait: a.cfg.AddWait, DemandMemory: a.cfg.DemandMemory, ReclaimAfter: a.cfg.ReclaimAfter,
 		ResyncInterval: a.cfg.ReconcileInterval, AttachTimeout: a.attachTimeout, CustomNetwork: a.cfg.CustomNetwork,
-		Classify: executor.Classify, Log: a.log, HostVeth: a.hostVeth,
+		SubnetDiscovery: a.cfg.SubnetDiscovery && !a.cfg.CustomNetwork,
+		Classify:        executor.Classify, Log: a.log, HostVeth: a.hostVeth,
 	}
 }

@@ -1,8 +1,11 @@
 package executor
 
 import (
+	"context"
 	"slices"
 	"testing"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/vpcnet/vpcnet/cloud"
 )
@@ -55,5 +58,42 @@ func TestEligibleSubnets(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// fragmentedCloud refuses prefixes in the subnets it names, as EC2 does
+// with InsufficientCidrBlocks; only CreateENI is called.
+type fragmentedCloud struct {
+	Cloud
+	fragmented map[string]bool
+	tried      []string
+}
+
+func (c *fragmentedCloud) CreateENI(_ context.Context, in cloud.CreateENIInput) (cloud.ENI, error) {
+	c.tried = append(c.tried, in.SubnetID)
+	if c.fragmented[in.SubnetID] {
+		return cloud.ENI{}, &smithy.GenericAPIError{Code: "InsufficientCidrBlocks", Message: "no /28 in " + in.SubnetID}
+	}
+	return cloud.ENI{ID: "eni-new", SubnetID: in.SubnetID}, nil
+}
+
+// A new ENI passes from a subnet without room to the next; when every
+// subnet refuses, the last refusal is the error, so the machine sees
+// subnet_fragmented.
+func TestCreateENITriesTheNextSubnet(t *testing.T) {
+	c := &fragmentedCloud{fragmented: map[string]bool{"subnet-node": true}}
+	x := &Executor{Cloud: c}
+	eni, subnet, err := x.createENI(context.Background(), cloud.CreateENIInput{Prefixes: 1}, []string{"subnet-node", "subnet-cni", "subnet-other"})
+	if err != nil || subnet != "subnet-cni" || eni.SubnetID != "subnet-cni" {
+		t.Fatalf("created %+v in %s (err %v), want it in subnet-cni", eni, subnet, err)
+	}
+	if !slices.Equal(c.tried, []string{"subnet-node", "subnet-cni"}) {
+		t.Errorf("tried %v", c.tried)
+	}
+	c = &fragmentedCloud{fragmented: map[string]bool{"subnet-node": true, "subnet-cni": true}}
+	x.Cloud = c
+	_, subnet, err = x.createENI(context.Background(), cloud.CreateENIInput{Prefixes: 1}, []string{"subnet-node", "subnet-cni"})
+	if !Classify(err).SubnetFragmented || subnet != "subnet-cni" {
+		t.Errorf("all fragmented: subnet %s, err %v; want subnet_fragmented from subnet-cni", subnet, err)
 	}
 }

@@ -108,6 +108,19 @@ func (f *fallback) observe(n *Node, act ipam.Action, ev ActionResult, c ErrorCla
 	}
 }
 
+// elsewhere turns a prefix assign to an ENI of the fragmented subnet into
+// an attach of a new ENI with those prefixes, when subnet discovery may
+// put it in another subnet: the node tries the next eligible subnet
+// instead of asking the fragmented one again.
+func (f *fallback) elsewhere(n *Node, act ipam.Action) (ipam.Action, bool) {
+	if !f.active || !act.Prefixes || !n.cfg.SubnetDiscovery || act.SubnetID != f.subnet {
+		return ipam.Action{}, false
+	}
+	plan := n.cloud.plan
+	return ipam.Action{Kind: ipam.AttachENI, Count: act.Count, Prefixes: true, SubnetID: plan.SubnetID, SecurityGroups: plan.SecurityGroups,
+		Reason: act.Reason + "; subnet " + f.subnet + " is fragmented, so on a new ENI in the next eligible subnet"}, true
+}
+
 // message says what happened, what the node does and the fix.
 func (f *fallback) message() string {
 	free := "an unknown number of"

@@ -163,3 +163,44 @@ func replyTo(rs []Reply, id uint64) (Reply, bool) {
 	}
 	return Reply{}, false
 }
+
+// With subnet discovery, once the backoff passes the prefixes the pool
+// needs are asked for on a new ENI (which the executor places in the next
+// eligible subnet), not on the fragmented subnet's ENI again.
+func TestFragmentedSubnetTriesTheNextSubnetWithDiscovery(t *testing.T) {
+	cfg := fragConfig()
+	cfg.SubnetDiscovery = true
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI()}, Devices: []int{0}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := drain(t, n, t0)
+	assign, _ := find(jobs, isAssign)
+	n.Step(t0, ActionResult{JobID: assign.ID, Err: errFragmented, SubnetFree: 30})
+	jobs, _ = drain(t, n, t0)
+	single, ok := find(jobs, isAssign)
+	if !ok || single.Action.Prefixes {
+		t.Fatalf("fallback: %+v, want single addresses", jobs)
+	}
+	var ips []netip.Prefix
+	for i := range single.Action.Count {
+		ips = append(ips, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(20 + i)}), 32))
+	}
+	n.Step(t0, ActionResult{JobID: single.ID, Blocks: ips})
+	drain(t, n, t0)
+	retry := t0.Add(minPrefixRetry)
+	n.Step(retry, AddRequest{ID: 1, Key: ipam.Key{Network: "n", ContainerID: "c1", IfName: "eth0"}, Pod: ipam.Pod{Namespace: "d", Name: "p1"}})
+	jobs, _ = drain(t, n, retry)
+	if a, ok := find(jobs, isAssign); ok && a.Action.Prefixes {
+		t.Errorf("prefix asked of the fragmented subnet's ENI again: %s", a.Action)
+	}
+	at, ok := find(jobs, isAttach)
+	if !ok || !at.Action.Prefixes || at.Device != 1 {
+		t.Fatalf("after the backoff: %+v, want a new ENI with prefixes at device 1", jobs)
+	}
+	// EC2 places it in another subnet and grants the prefix: fallback over.
+	n.Step(retry, ActionResult{JobID: at.ID, ENIID: "eni-2", AttachmentID: "att-2", DeleteOnTermination: true, SubnetID: "subnet-cni"})
+	if f := n.View(retry).PrefixFallback; f != nil {
+		t.Errorf("prefix granted in subnet-cni, yet the fallback goes on: %+v", f)
+	}
+}

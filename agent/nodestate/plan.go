@@ -204,6 +204,21 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 		if e, ok := n.pool.ENI(act.ENIID); ok && act.SubnetID == "" {
 			act.SubnetID = e.SubnetID // named if EC2 refuses for fragmentation
 		}
+		if alt, ok := n.frag.elsewhere(n, act); ok {
+			if *attaches >= maxInFlightAttaches {
+				return
+			}
+			limit := n.limits().MaxENIs
+			if m := n.cloud.plan.MaxENI; m > 0 {
+				limit = min(limit, m)
+			}
+			if dev, free := n.planner.freeDevice(); free && len(n.pool.ENIs())+*attaches < limit {
+				*attaches++
+				n.log.Info("EC2 change", "action", alt.String(), "device", dev, "reason", alt.Reason)
+				n.job(Job{Kind: JobAction, Action: alt, Device: dev})
+				return
+			}
+		}
 		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
 		n.job(Job{Kind: JobAction, Action: act})
 	case ipam.AttachENI:

@@ -31,6 +31,11 @@ type Config struct {
 	ResyncInterval time.Duration
 	// AttachTimeout bounds how long an attachment is waited for.
 	AttachTimeout time.Duration
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: a new ENI may go to
+	// another subnet than the node's (the executor picks it), so when the
+	// node's subnet is fragmented for prefixes, prefixes are asked for on
+	// a new ENI rather than on an ENI of that subnet.
+	SubnetDiscovery bool
 	// CustomNetwork: pods get addresses only on secondary ENIs in the
 	// ENIConfig's subnet; the primary ENI's free addresses are not used.
 	CustomNetwork bool
