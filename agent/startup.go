@@ -106,10 +106,15 @@ func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (ipam.Li
 		return ipam.Limits{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI}, "table or DescribeInstanceTypes"
 	}
 	// Observed lower bounds: what is attached now is certainly allowed.
-	obs := ipam.Limits{MaxENIs: max(1, len(self.Interfaces)), IPv4PerENI: 2}
+	// Only network card 0 counts: it is the one the pool attaches to.
+	obs := ipam.Limits{MaxENIs: 0, IPv4PerENI: 2}
 	for _, i := range self.Interfaces {
+		if i.NetworkCard == 0 {
+			obs.MaxENIs++
+		}
 		obs.IPv4PerENI = max(obs.IPv4PerENI, len(i.IPv4s)+len(i.Prefixes))
 	}
+	obs.MaxENIs = max(1, obs.MaxENIs)
 	a.log.Warn("instance type limits unknown: running with what is attached now; pods beyond that wait",
 		"type", self.InstanceType, "maxENIs", obs.MaxENIs, "ipv4PerENI", obs.IPv4PerENI, "err", err)
 	return obs, fmt.Sprintf("observed (instance type %s unknown: %v)", self.InstanceType, err)

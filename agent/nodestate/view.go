@@ -122,24 +122,25 @@ func (n *Node) Lookup(key ipam.Key) (ipam.Assignment, ipam.ENI, bool) {
 // Summary is View without the per-address and per-ENI parts and the
 // plan: cheap enough to publish after every event.
 func (n *Node) Summary(now time.Time) View {
-	return View{
-		Stats:          n.pool.Stats(now),
-		Waiting:        n.reqs.waiting(),
-		Demand:         n.reqs.demandCount(),
-		Shortfall:      n.cloud.lastShortfall,
-		ReleaseHold:    n.host.hold,
-		CloudOK:        n.cloud.ok,
-		LastEC2Err:     n.cloud.lastErr,
-		LastGrowErr:    n.cloud.lastGrowErr,
-		Reclaimed:      n.host.reclaimed,
-		Attaching:      len(n.cloud.attaching),
-		InFlight:       len(n.jobs.inFlight),
-		Growing:        n.growing(),
-		Quarantined:    quarantinedAddrs(n.host.quarantined),
-		Stale:          slices.Clone(n.stale),
-		ENIConfigOK:    n.cloud.eniCfgOK,
-		PrefixFallback: n.frag.view(),
+	v := View{
+		Stats:       n.pool.Stats(now),
+		Waiting:     n.reqs.waiting(),
+		Demand:      n.reqs.demandCount(),
+		Shortfall:   n.cloud.lastShortfall,
+		ReleaseHold: n.host.hold,
+		CloudOK:     n.cloud.ok,
+		LastEC2Err:  n.cloud.lastErr,
+		LastGrowErr: n.cloud.lastGrowErr,
+		Reclaimed:   n.host.reclaimed,
+		Attaching:   len(n.cloud.attaching),
+		InFlight:    len(n.jobs.inFlight),
+		Growing:     n.growing(),
+		Quarantined: quarantinedAddrs(n.host.quarantined),
+		Stale:       slices.Clone(n.stale),
+		ENIConfigOK: n.cloud.eniCfgOK,
 	}
+	v.PrefixFallback = n.frag.view()
+	return v
 }
 
 func quarantinedAddrs(q map[netip.Addr]bool) []netip.Addr {
