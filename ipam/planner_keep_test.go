@@ -28,7 +28,7 @@ func TestKeepForeignBlocks(t *testing.T) {
 		grow    bool
 	}{
 		{keep: false, release: 1, grow: false}, // the free /28 goes back
-		{keep: true, release: 0, grow: false}, // kept: 30 available, nothing to do
+		{keep: true, release: 0, grow: false},  // kept: 30 available, nothing to do
 	} {
 		cfg.KeepForeignBlocks = tc.keep
 		acts, _ := Plan(snap, cfg, lim, now)
