@@ -28,4 +28,6 @@ const (
 	ReasonEC2Error        = nodestate.ReasonEC2Error
 	ReasonPending         = nodestate.ReasonPending
 	ReasonENIConfig       = nodestate.ReasonENIConfig
+	// ReasonSubnetFragmented: free addresses but no free /28 for a prefix.
+	ReasonSubnetFragmented = nodestate.ReasonSubnetFragmented
 )

@@ -19,19 +19,23 @@ const (
 	EventPending         = "AddressPending"
 	EventENIConfig       = "ENIConfigNotReady"
 	EventLeakedENI       = "LeakedENICollected"
+	// EventSubnetFragmented: the subnet has free addresses but no free
+	// /28 for a prefix; the node falls back to single addresses.
+	EventSubnetFragmented = "SubnetFragmented"
 )
 
 // podEventReasons maps NoAddressError.Reason to the pod Event's reason.
 var podEventReasons = map[string]string{
-	ReasonSubnetExhausted: EventSubnetExhausted,
-	ReasonENILimit:        EventENILimit,
-	ReasonMaxPods:         EventMaxPods,
-	ReasonThrottled:       EventThrottled,
-	ReasonUnauthorized:    EventUnauthorized,
-	ReasonCooldown:        EventCooldown,
-	ReasonEC2Error:        EventEC2Error,
-	ReasonPending:         EventPending,
-	ReasonENIConfig:       EventENIConfig,
+	ReasonSubnetExhausted:  EventSubnetExhausted,
+	ReasonENILimit:         EventENILimit,
+	ReasonMaxPods:          EventMaxPods,
+	ReasonThrottled:        EventThrottled,
+	ReasonUnauthorized:     EventUnauthorized,
+	ReasonCooldown:         EventCooldown,
+	ReasonEC2Error:         EventEC2Error,
+	ReasonPending:          EventPending,
+	ReasonENIConfig:        EventENIConfig,
+	ReasonSubnetFragmented: EventSubnetFragmented,
 }
 
 // recordNoAddress tells the pod, where kubectl describe shows it, why it

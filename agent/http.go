@@ -202,6 +202,10 @@ func (pt *views) statusView(ctx context.Context) any {
 	for _, ip := range v.Quarantined {
 		sv.Quarantined = append(sv.Quarantined, ip.String())
 	}
+	if f := v.PrefixFallback; f != nil {
+		sv.PrefixFallback = &introspect.PrefixFallback{Reason: f.Reason, SubnetID: f.SubnetID, FreeAddresses: f.FreeAddresses,
+			Since: f.Since, RetryPrefixesAt: f.RetryAt, Fix: f.Fix}
+	}
 	for _, u := range v.Unmanaged {
 		sv.Unmanaged = append(sv.Unmanaged, introspect.UnmanagedInterface{ID: u.ID, NetworkCard: u.NetworkCard, DeviceIndex: u.DeviceIndex, Reason: u.Reason})
 	}

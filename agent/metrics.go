@@ -109,13 +109,15 @@ var (
 	descPrefixes  = prometheus.NewDesc("vpcnet_prefixes", "Delegated /28 prefixes in the pool.", nil, nil)
 	descWaiting   = prometheus.NewDesc("vpcnet_add_waiting", "Add requests waiting for an address.", nil, nil)
 	descReady     = prometheus.NewDesc("vpcnet_ready", "1 when every readiness condition holds.", nil, nil)
+	descFallback  = prometheus.NewDesc("vpcnet_prefix_fallback", "1 while the node gives pods single secondary addresses because its subnet has no free /28 for a prefix (reason subnet_fragmented).",
+		[]string{"reason", "subnet"}, nil)
 )
 
 // poolCollector reads the pool when scraped.
 type poolCollector struct{ a *Agent }
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAddresses, descENIs, descENIsMax, descPrefixes, descWaiting, descReady} {
+	for _, d := range []*prometheus.Desc{descAddresses, descENIs, descENIsMax, descPrefixes, descWaiting, descReady, descFallback} {
 		ch <- d
 	}
 }
@@ -124,8 +126,9 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.a
 	var st ipam.Stats
 	var waiting int
+	var fallback *nodestate.PrefixFallback
 	if h := a.summary.Load(); h != nil {
-		st, waiting = h.view.Stats, h.view.Waiting
+		st, waiting, fallback = h.view.Stats, h.view.Waiting, h.view.PrefixFallback
 	}
 	maxENIs := a.maxENIs()
 	prefixes := 0
@@ -148,6 +151,9 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPrefixes, float64(prefixes))
 	gauge(descWaiting, float64(waiting))
 	gauge(descReady, b2f(ready))
+	if fallback != nil {
+		gauge(descFallback, 1, fallback.Reason, fallback.SubnetID)
+	}
 }
 
 func b2f(b bool) float64 {

@@ -123,14 +123,19 @@ func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (limits.
 		return l, "table or DescribeInstanceTypes"
 	}
 	// Observed lower bounds: what is attached now is certainly allowed.
+	// Only network card 0 counts: it is the one the pool attaches to.
 	// Prefixes seen attached mean the type takes them.
-	obs := limits.Limits{InstanceType: self.InstanceType, MaxENIs: max(1, len(self.Interfaces)), IPv4PerENI: 2, Hypervisor: limits.UnknownHypervisor}
+	obs := limits.Limits{InstanceType: self.InstanceType, MaxENIs: 0, IPv4PerENI: 2, Hypervisor: limits.UnknownHypervisor}
 	for _, i := range self.Interfaces {
+		if i.NetworkCard == 0 {
+			obs.MaxENIs++
+		}
 		obs.IPv4PerENI = max(obs.IPv4PerENI, len(i.IPv4s)+len(i.Prefixes))
 		if len(i.Prefixes) > 0 {
 			obs.Hypervisor = limits.Nitro
 		}
 	}
+	obs.MaxENIs = max(1, obs.MaxENIs)
 	a.log.Warn("instance type limits unknown: running with what is attached now; pods beyond that wait",
 		"type", self.InstanceType, "maxENIs", obs.MaxENIs, "ipv4PerENI", obs.IPv4PerENI, "err", err)
 	return obs, fmt.Sprintf("observed (instance type %s unknown: %v)", self.InstanceType, err)
@@ -201,6 +206,7 @@ func (pt *starter) stateConfig() nodestate.Config {
 		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,
 		Cooldown: a.cfg.Cooldown, AddWait: a.cfg.AddWait, DemandMemory: a.cfg.DemandMemory, ReclaimAfter: a.cfg.ReclaimAfter, DetachHold: a.cfg.DetachHold,
 		ResyncInterval: a.cfg.ReconcileInterval, AttachTimeout: a.attachTimeout, CustomNetwork: a.cfg.CustomNetwork,
-		Classify: executor.Classify, Log: a.log, HostVeth: a.hostVeth,
+		SubnetDiscovery: a.cfg.SubnetDiscovery && !a.cfg.CustomNetwork,
+		Classify:        executor.Classify, Log: a.log, HostVeth: a.hostVeth,
 	}
 }

@@ -49,6 +49,14 @@ func IsSubnetExhausted(err error) bool {
 	return codeIn(err, "InsufficientFreeAddressesInSubnet", "InsufficientCidrBlocks")
 }
 
+// IsSubnetFragmented reports that EC2 found no free aligned /28 for a
+// prefix (InsufficientCidrBlocks), which a fragmented subnet gives with
+// addresses left: single secondary addresses may still be had. The fix
+// is a subnet CIDR reservation of type prefix, or another subnet.
+func IsSubnetFragmented(err error) bool {
+	return codeIn(err, "InsufficientCidrBlocks")
+}
+
 // IsAttachmentLimit reports that the instance already has as many ENIs as
 // its type allows (AttachmentLimitExceeded).
 func IsAttachmentLimit(err error) bool {

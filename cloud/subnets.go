@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -67,4 +68,40 @@ func subnetFromEC2(s types.Subnet) (Subnet, error) {
 	}
 	sn.CIDR = cidr
 	return sn, nil
+}
+
+// SubnetsInZone lists the subnets of VPC vpcID in availability zone az,
+// all pages, most free addresses first (ties by ID): the candidates of
+// tagged subnet discovery.
+func (c *Client) SubnetsInZone(ctx context.Context, vpcID, az string) ([]Subnet, error) {
+	p := ec2.NewDescribeSubnetsPaginator(c.ec2, &ec2.DescribeSubnetsInput{Filters: []types.Filter{
+		{Name: aws.String("vpc-id"), Values: []string{vpcID}},
+		{Name: aws.String("availability-zone"), Values: []string{az}},
+	}})
+	var out []Subnet
+	for p.HasMorePages() {
+		var page *ec2.DescribeSubnetsOutput
+		err := c.call(ctx, "DescribeSubnets", func(ctx context.Context) error {
+			var err error
+			page, err = p.NextPage(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list subnets of %s in %s: %w", vpcID, az, err)
+		}
+		for _, s := range page.Subnets {
+			sn, err := subnetFromEC2(s)
+			if err != nil {
+				return nil, fmt.Errorf("list subnets of %s in %s: %w", vpcID, az, err)
+			}
+			out = append(out, sn)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Subnet) int {
+		if a.AvailableAddresses != b.AvailableAddresses {
+			return b.AvailableAddresses - a.AvailableAddresses
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// MaxPods is MAX_PODS; 0: the kubelet's, else the EKS rule.
 	MaxPods          int
 	PrefixDelegation bool
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: tagged subnets for new
+	// ENIs.
+	SubnetDiscovery bool
 	// Cooldown is how long a freed address rests before another pod gets
 	// it, so stale routes elsewhere cannot misdeliver.
 	Cooldown time.Duration

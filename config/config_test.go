@@ -26,6 +26,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 	want := Config{
 		WarmENITarget:       1,
 		MaxENI:              -1,
+		SubnetDiscovery:     true, // aws-node v1.18+
 		Cooldown:            30 * time.Second,
 		ENIGrace:            time.Minute,
 		ENIConfigLabel:      "topology.kubernetes.io/zone",

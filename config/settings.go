@@ -28,6 +28,8 @@ var settings = []setting{
 	cooldownVar(),
 	boolVar("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "Create pod ENIs in the subnet and security groups of the node's ENIConfig instead of the node's own.",
 		func(c *Config) *bool { return &c.CustomNetwork }),
+	boolVar("ENABLE_SUBNET_DISCOVERY", "true", "New ENIs may go to any subnet of the node's VPC and zone tagged kubernetes.io/role/cni=1, the one with most free addresses first, or the node's own subnet unless it is tagged kubernetes.io/role/cni=0; a subnet out of room passes to the next. Security groups are the primary ENI's. Custom networking's ENIConfig subnet wins.",
+		func(c *Config) *bool { return &c.SubnetDiscovery }),
 	stringVar("ENI_CONFIG_LABEL_DEF", "topology.kubernetes.io/zone", "Node label whose value names the node's ENIConfig, with custom networking; by default the node's zone, so one ENIConfig per zone, named after it, serves every node. (The Amazon VPC CNI defaults to k8s.amazonaws.com/eniConfig.) A node with neither the annotation nor the label uses the ENIConfig named default.",
 		labelKey, func(c *Config) *string { return &c.ENIConfigLabel }),
 	stringVar("ENI_CONFIG_ANNOTATION_DEF", "k8s.amazonaws.com/eniConfig", "Node annotation whose value names the node's ENIConfig; it takes precedence over the label.",

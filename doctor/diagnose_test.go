@@ -166,8 +166,9 @@ func TestEachBrokenNodeGetsItsFinding(t *testing.T) {
 		{"interfaces vpcnet does not own", func(f *Facts) {
 			f.EC2.ENIs = append(f.EC2.ENIs,
 				ENIFact{ID: "eni-efa", InterfaceType: "efa", DeviceIndex: 1},
-				ENIFact{ID: "eni-x", InterfaceType: "interface", DeviceIndex: 2, Tags: map[string]string{TagNoManage: "true"}})
-		}, "interfaces-unmanaged", Info, "eni-efa (device 1) is of type efa", "no_manage"},
+				ENIFact{ID: "eni-x", InterfaceType: "interface", DeviceIndex: 2, Tags: map[string]string{TagNoManage: "true"}},
+				ENIFact{ID: "eni-card1", InterfaceType: "interface", DeviceIndex: 0, NetworkCard: 1})
+		}, "interfaces-unmanaged", Info, "eni-card1 (device 0) is on network card 1", "no_manage"},
 		{"EC2 action denied", func(f *Facts) {
 			f.EC2.DryRun["AttachNetworkInterface"] = "UnauthorizedOperation"
 		}, "ec2-action-denied", Error, "ec2:AttachNetworkInterface: UnauthorizedOperation", "deploy/iam-policy.json"},

@@ -147,6 +147,7 @@ func eniFact(ni types.NetworkInterface) ENIFact {
 		InterfaceType: string(ni.InterfaceType), DeviceIndex: -1, Tags: map[string]string{}}
 	if a := ni.Attachment; a != nil && a.DeviceIndex != nil {
 		f.DeviceIndex = int(*a.DeviceIndex)
+		f.NetworkCard = int(aws.ToInt32(a.NetworkCardIndex))
 	}
 	for _, t := range ni.TagSet {
 		f.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)

@@ -153,6 +153,8 @@ type ENIFact struct {
 	InterfaceType string
 	// DeviceIndex is -1 when not attached.
 	DeviceIndex int
+	// NetworkCard is the attachment's network card (0 on one-card types).
+	NetworkCard int
 	PrimaryIP   netip.Addr
 	Secondary   []netip.Addr
 	Prefixes    []netip.Prefix

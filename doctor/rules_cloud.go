@@ -76,6 +76,8 @@ func unmanagedFindings(f Facts) []Finding {
 			ev = append(ev, fmt.Sprintf("%s (device %d) is tagged %s=true", e.ID, e.DeviceIndex, TagNoManage))
 		case e.InterfaceType != "" && e.InterfaceType != "interface":
 			ev = append(ev, fmt.Sprintf("%s (device %d) is of type %s", e.ID, e.DeviceIndex, e.InterfaceType))
+		case e.NetworkCard != 0:
+			ev = append(ev, fmt.Sprintf("%s (device %d) is on network card %d; vpcnet uses card 0 only", e.ID, e.DeviceIndex, e.NetworkCard))
 		}
 	}
 	if len(ev) == 0 {
@@ -85,7 +87,7 @@ func unmanagedFindings(f Facts) []Finding {
 		ID: "interfaces-unmanaged", Severity: Info,
 		What:     fmt.Sprintf("%d attached interfaces are not vpcnet's: it gives no pod an address on them and never detaches them", len(ev)),
 		Evidence: ev,
-		Fix:      "none if intended; they still count against the instance's ENI limit, so fewer ENIs are left for pods; remove the no_manage tag if vpcnet should use one",
+		Fix:      "none if intended; those on network card 0 still count against its ENI limit, so fewer ENIs are left for pods; remove the no_manage tag if vpcnet should use one",
 	}}
 }
 

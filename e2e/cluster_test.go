@@ -45,7 +45,7 @@ func startCluster(t *testing.T, instances string, nodeEnv map[string][]string) *
 	defer cancel()
 	c, err := simcluster.Start(ctx, simcluster.Options{
 		Topology: topo, BinDir: binDir, StateDir: state, Prefix: prefix, NodeEnv: nodeEnv,
-		AgentEnv: []string{"VPCNET_RECONCILE_INTERVAL=5s", "IP_COOLDOWN_PERIOD=1", "VPCNET_ENI_GRACE=5s"},
+		AgentEnv: []string{"VPCNET_RECONCILE_INTERVAL=5s", "IP_COOLDOWN_PERIOD=1", "VPCNET_ENI_GRACE=5s", "VPCNET_ENI_DETACH_HOLD=5s"},
 	})
 	if err != nil {
 		t.Fatal(err)

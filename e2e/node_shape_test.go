@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vpcnet/vpcnet/doctor"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
 
@@ -92,4 +93,7 @@ seed: 2
 			}
 		}
 	}
+	// Doctor explains why EC2 shows more interfaces than the pool uses.
+	res := runDoctor(t, n, "--skip", "kubernetes")
+	res.wantFinding(t, "interfaces-unmanaged", doctor.Info, "is of type efa", "remove the no_manage tag")
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,14 +11,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/vpcnet/vpcnet/doctor"
+	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/simcluster"
 )
 
 // Story 3, with prefix delegation: the subnet has plenty of addresses but
 // none of its /28 blocks is whole, so EC2 refuses every prefix
 // (InsufficientCidrBlocks). Two ENIs of someone else's, each with one
 // address in the middle of a free block, fragment a /26 whose other two
-// blocks hold the reserved addresses and the node.
+// blocks hold the reserved addresses and the node. The node says
+// subnet_fragmented with the free count and the fix, and its pods still
+// start, on single secondary addresses, and reach each other (issue 12,
+// point 3).
 func TestStory3SubnetFragmentedForPrefixes(t *testing.T) {
 	c := startStory(t, `
 region: us-west-2
@@ -42,18 +49,35 @@ seed: 3
 			t.Fatal(err)
 		}
 	}
+	if free, err := c.Cloud.FreePrefixes("subnet-a"); err != nil || free != 0 {
+		t.Fatalf("subnet-a has %d free /28s (%v), want 0", free, err)
+	}
 	c.Cloud.SetFault("AssignPrivateIpAddresses", sim.Fault{})
-	poll(t, "the agent refused a prefix", 30*time.Second, func() (bool, error) {
-		st, err := status(t, n)
-		return err == nil && st.LastEC2Error != "", err
+	var st introspect.Status
+	poll(t, "the agent falls back to single addresses", 30*time.Second, func() (bool, error) {
+		var err error
+		st, err = status(t, n)
+		return err == nil && st.PrefixFallback != nil, err
 	})
-	// The node has no address to give, so it is not ready and the
-	// runtime has no configuration: pods stay in ContainerCreating.
-	if _, err := n.AddPod(ctx, "web"); err == nil {
-		t.Fatal("a pod got an address in a subnet with no free /28")
+	f := st.PrefixFallback
+	if f.Reason != "subnet_fragmented" || f.SubnetID != "subnet-a" || f.FreeAddresses < 16 || !strings.Contains(f.Fix, "subnet-cidr-reservation") {
+		t.Errorf("/v1/status prefixFallback = %+v, want subnet_fragmented in subnet-a with its free count and the fix", f)
+	}
+	if err := n.WaitReady(ctx); err != nil {
+		t.Fatalf("the node on a fragmented subnet is not ready: %v", err)
+	}
+	var pods []*simcluster.Pod
+	for i := range 3 {
+		p, err := n.AddPod(ctx, fmt.Sprintf("web-%d", i))
+		if err != nil {
+			t.Fatalf("a pod on a fragmented subnet got no address: %v", err)
+		}
+		pods = append(pods, p)
+	}
+	if ok, errs := c.CheckInsideVPC(ctx, pods); ok == 0 || len(errs) > 0 {
+		t.Errorf("pods on single addresses cannot reach each other: %d paths, errors %v", ok, errs)
 	}
 
 	res := runDoctor(t, n, "--skip", "kubernetes")
 	res.wantFinding(t, "subnet-fragmented", doctor.Error, "InsufficientCidrBlocks", "subnet CIDR reservation")
-	res.wantFinding(t, "agent-not-ready", doctor.Error, "condition AddressesAvailable", "failing condition")
 }

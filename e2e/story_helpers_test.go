@@ -19,7 +19,7 @@ import (
 
 // storyEnv is what every story's agents run with: the e2e settings of
 // startCluster.
-var storyEnv = []string{"VPCNET_RECONCILE_INTERVAL=5s", "IP_COOLDOWN_PERIOD=1", "VPCNET_ENI_GRACE=5s"}
+var storyEnv = []string{"VPCNET_RECONCILE_INTERVAL=5s", "IP_COOLDOWN_PERIOD=1", "VPCNET_ENI_GRACE=5s", "VPCNET_ENI_DETACH_HOLD=5s"}
 
 // startStory runs a local cloud from a whole topology, so a story can
 // shape subnets, instance types and faults. With ready it waits until

@@ -122,6 +122,9 @@ type Status struct {
 	// IAM is what the start-up DryRun probes found the node's role may
 	// call.
 	IAM IAMStatus `json:"iam"`
+	// PrefixFallback is set while the node gives pods single secondary
+	// addresses because EC2 found no free /28 in its subnet.
+	PrefixFallback *PrefixFallback `json:"prefixFallback,omitempty"`
 	// Unmanaged are the interfaces attached to the instance that vpcnet
 	// leaves alone (trunk, EFA, other network cards, no_manage); those on
 	// network card 0 take ENI slots from the pool.
@@ -178,6 +181,20 @@ type MaxPods struct {
 	// Recommended, and what to do.
 	Problem string `json:"problem,omitempty"`
 	Warning bool   `json:"warning,omitempty"`
+}
+
+// PrefixFallback: the subnet is fragmented for prefixes (EC2's
+// InsufficientCidrBlocks) and the node grows by single addresses.
+type PrefixFallback struct {
+	// Reason is subnet_fragmented, as in the pods' errors and the
+	// vpcnet_no_address_errors_total metric.
+	Reason        string    `json:"reason"`
+	SubnetID      string    `json:"subnetId"`
+	FreeAddresses int       `json:"freeAddresses"`
+	Since         time.Time `json:"since"`
+	// RetryPrefixesAt is when the pool asks for prefixes again.
+	RetryPrefixesAt time.Time `json:"retryPrefixesAt"`
+	Fix             string    `json:"fix"`
 }
 
 // UnmanagedInterface is an attached interface that is not vpcnet's.

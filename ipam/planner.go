@@ -51,6 +51,11 @@ type PlanConfig struct {
 	// ENI attached for a burst is not torn down before the burst lands.
 	// Default 1 minute (aws-node's minimum ENI lifetime).
 	ENIGracePeriod time.Duration
+	// KeepForeignBlocks keeps blocks of the kind not in use (the /28
+	// prefixes while the agent falls back to secondary addresses on a
+	// fragmented subnet): they are not released when free, they keep
+	// their slot, and their free addresses count as available.
+	KeepForeignBlocks bool
 	// SubnetID and SecurityGroups are given to every new ENI. The agent
 	// chooses them (the primary ENI's, or the ENIConfig's).
 	SubnetID       string

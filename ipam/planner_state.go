@@ -134,7 +134,7 @@ func (p *planner) scanENI(e *ENIState) eniPlan {
 		free := b.Assigned == 0 && b.Cooling == 0
 		kind := b.Prefix.Bits() == p.blockBits
 		switch {
-		case !kind && free:
+		case !kind && free && !p.cfg.KeepForeignBlocks:
 			ep.foreignFree = append(ep.foreignFree, b.Prefix)
 			ep.slotsUsed--
 			continue

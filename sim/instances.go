@@ -189,3 +189,20 @@ func (c *Cloud) deleteENILocked(e *eni) {
 
 // VPCCIDRs are the VPC's address ranges.
 func (c *Cloud) VPCCIDRs() []netip.Prefix { return slices.Clone(c.vpcCIDRs) }
+
+// FreePrefixes is how many aligned /28 blocks of the subnet are entirely
+// free: exactly the prefixes EC2 could still delegate there, counted
+// from the addresses taken (the five AWS reserves included, so the first
+// and last /28 never are).
+func (c *Cloud) FreePrefixes(subnetID string) (int, error) {
+	var n int
+	err := c.update(func(time.Time) error {
+		sn, ok := c.subnets[subnetID]
+		if !ok {
+			return fmt.Errorf("free prefixes: subnet %s does not exist", subnetID)
+		}
+		n = sn.pool.freePrefixes()
+		return nil
+	})
+	return n, err
+}

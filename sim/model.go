@@ -43,22 +43,22 @@ type instance struct {
 }
 
 type eni struct {
-	id          string
-	seq         int
-	subnet      *subnet
-	description string
-	mac         string
-	primary     netip.Addr
-	secondaries []netip.Addr
-	prefixes    []netip.Prefix
-	groups      []string
-	tags        map[string]string
-	status      string
-	// interfaceType is EC2's InterfaceType: "interface" (an ordinary
-	// ENI), "efa", "efa-only" (no IP address at all) or "trunk".
-	interfaceType   string
+	id              string
+	seq             int
+	subnet          *subnet
+	description     string
+	mac             string
+	primary         netip.Addr
+	secondaries     []netip.Addr
+	prefixes        []netip.Prefix
+	groups          []string
+	tags            map[string]string
+	status          string
 	att             *attachment // nil while available
 	sourceDestCheck bool
+	// interfaceType is EC2's InterfaceType: "interface" (an ordinary
+	// ENI), "efa", "efa-only" (no IP address at all) or "trunk".
+	interfaceType string
 }
 
 type attachment struct {

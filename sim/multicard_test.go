@@ -191,3 +191,40 @@ instances:
 		}
 	}
 }
+
+// The free /28 count is exact: a /26 has four blocks, the first and last
+// hold reserved addresses, and one address in a block takes it.
+func TestFreePrefixesIsExact(t *testing.T) {
+	e := newEnv(t, `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
+subnets: [{id: subnet-f, az: us-west-2a, cidr: 10.0.0.0/26}, {id: subnet-n, az: us-west-2a, cidr: 10.0.1.0/28}]
+securityGroups: [sg-0sim]
+instances: []
+throttle: {disabled: true}
+`, nil)
+	count := func(id string) int {
+		n, err := e.cloud.FreePrefixes(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := count("subnet-f"); got != 2 {
+		t.Fatalf("fresh /26: %d free /28s, want 2 (the first and last hold reserved addresses)", got)
+	}
+	if got := count("subnet-n"); got != 0 {
+		t.Errorf("a /28 subnet: %d free /28s, want 0", got)
+	}
+	e.createENI(&ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-f"), PrivateIpAddress: aws.String("10.0.0.24")})
+	if got := count("subnet-f"); got != 1 {
+		t.Errorf("one address in 10.0.0.16/28: %d free /28s, want 1", got)
+	}
+	e.createENI(&ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-f"), PrivateIpAddress: aws.String("10.0.0.40")})
+	if got, free := count("subnet-f"), e.freeAddresses("subnet-f"); got != 0 || free != 57 {
+		t.Errorf("both middle blocks touched: %d free /28s and %d free addresses, want 0 and 57", got, free)
+	}
+	if _, err := e.cloud.FreePrefixes("subnet-x"); err == nil {
+		t.Error("an unknown subnet has a count")
+	}
+}

@@ -151,3 +151,14 @@ func (p *pool) takeAnyPrefixes(n int) ([]netip.Prefix, bool) {
 	}
 	return blocks, true
 }
+
+// freePrefixes counts the aligned /28 blocks with every address free.
+func (p *pool) freePrefixes() int {
+	n := 0
+	for off := 0; off+16 <= len(p.used); off += 16 {
+		if p.prefixFree(netip.PrefixFrom(p.addr(off), prefixLen)) {
+			n++
+		}
+	}
+	return n
+}

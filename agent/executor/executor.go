@@ -32,6 +32,7 @@ type Cloud interface {
 	IMDSShowsMAC(ctx context.Context, mac string) (bool, error)
 	InstanceLimits(ctx context.Context, instanceType string) (limits.Limits, error)
 	DescribeSubnets(ctx context.Context, ids ...string) ([]cloud.Subnet, error)
+	SubnetsInZone(ctx context.Context, vpcID, az string) ([]cloud.Subnet, error)
 	ListENIs(ctx context.Context, f cloud.ENIFilter) ([]cloud.ENI, error)
 	DescribeENIs(ctx context.Context, ids ...string) ([]cloud.ENI, error)
 	CreateENI(ctx context.Context, in cloud.CreateENIInput) (cloud.ENI, error)
@@ -104,6 +105,11 @@ type Executor struct {
 	ENIMTU int
 	// Tags are added to every ENI created (ADDITIONAL_ENI_TAGS).
 	Tags map[string]string
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: new ENIs may go to the
+	// subnets of the node's VPC and zone tagged kubernetes.io/role/cni.
+	// CustomNetwork (an ENIConfig's subnet) turns it off.
+	SubnetDiscovery bool
+	CustomNetwork   bool
 
 	// mu guards subnets: subnet CIDRs learned from EC2.
 	mu      sync.Mutex
@@ -245,15 +251,15 @@ func (x *Executor) info(ctx context.Context, e cloud.ENI, setup bool) (nodestate
 		info.CreatedAt = t
 	}
 	if setup && info.DeviceIndex != 0 {
-		if err := x.Host.SetupENI(ctx, x.eniNet(info)); err != nil {
+		if err := x.Host.SetupENI(ctx, eniNet(info, x.ENIMTU)); err != nil {
 			info.HostErr = fmt.Errorf("set up host side of %s: %w", e.ID, err)
 		}
 	}
 	return info, nil
 }
 
-func (x *Executor) eniNet(e nodestate.ENIInfo) ENINet {
-	return ENINet{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, PrimaryIP: e.PrimaryIP, SubnetCIDR: e.SubnetCIDR, MTU: x.ENIMTU}
+func eniNet(e nodestate.ENIInfo, mtu int) ENINet {
+	return ENINet{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, PrimaryIP: e.PrimaryIP, SubnetCIDR: e.SubnetCIDR, MTU: mtu}
 }
 
 func blocksOf(e cloud.ENI) []netip.Prefix {
@@ -301,7 +307,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		res.ENIID, res.MAC, res.AttachmentID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
+		res.ENIID, res.MAC, res.AttachmentID, res.SubnetID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -309,7 +315,28 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	default:
 		panic(fmt.Sprintf("executor: unknown planner action %v", act.Kind))
 	}
+	if cloud.IsSubnetFragmented(res.Err) {
+		subnet := act.SubnetID
+		if res.SubnetID != "" {
+			subnet = res.SubnetID
+		}
+		res.SubnetFree = subnetFree(ctx, x.Cloud, subnet)
+	}
 	return res
+}
+
+// subnetFree is EC2's count of the subnet's free addresses, -1 when it
+// cannot say: with InsufficientCidrBlocks it tells a fragmented subnet
+// (addresses left, no whole /28) from a full one.
+func subnetFree(ctx context.Context, c Cloud, subnetID string) int {
+	if subnetID == "" {
+		return -1
+	}
+	subnets, err := c.DescribeSubnets(ctx, subnetID)
+	if err != nil || len(subnets) != 1 {
+		return -1
+	}
+	return subnets[0].AvailableAddresses
 }
 
 func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix, error) {
@@ -329,9 +356,9 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // does not wait for the attachment: the machine polls with
 // JobConfirmAttach. An ENI that failed to attach is deleted, unless EC2
 // may have attached it after all (then the next resync adopts it).
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, mac, attachmentID string, dot bool, err error) {
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, mac, attachmentID, subnet string, dot bool, err error) {
 	in := cloud.CreateENIInput{
-		SubnetID: act.SubnetID, SecurityGroups: act.SecurityGroups,
+		SecurityGroups: act.SecurityGroups,
 		// The device index makes creates started at the same instant for
 		// different devices differ: the ClientToken is derived from the
 		// input, and two equal inputs would be answered with one ENI.
@@ -342,20 +369,24 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID,
 	} else {
 		in.SecondaryAddresses = act.Count
 	}
-	eni, err := x.Cloud.CreateENI(ctx, in)
+	subnets, err := x.createSubnets(ctx, act)
 	if err != nil {
-		return "", "", "", false, err
+		return "", "", "", "", false, err
+	}
+	eni, subnet, err := createENI(ctx, x.Cloud, in, subnets)
+	if err != nil {
+		return "", "", "", subnet, false, err
 	}
 	attachmentID, err = x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
 		// Deleting fails harmlessly ("in use") if EC2 did attach it.
 		_ = x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID)
-		return eni.ID, "", "", false, err
+		return eni.ID, "", "", subnet, false, err
 	}
 	if err := x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true); err != nil {
-		return eni.ID, eni.MAC, attachmentID, false, nil // the machine retries it
+		return eni.ID, eni.MAC, attachmentID, subnet, false, nil // the machine retries it
 	}
-	return eni.ID, eni.MAC, attachmentID, true, nil
+	return eni.ID, eni.MAC, attachmentID, subnet, true, nil
 }
 
 func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {
@@ -509,7 +540,7 @@ func (x *Executor) detach(ctx context.Context, job nodestate.Job) nodestate.Acti
 	info.MAC, info.PrimaryIP = eni.MAC, eni.PrimaryIP
 	// A failed teardown leaves a route table for a gone link: harmless,
 	// and the next SetupENI at that device index replaces it.
-	_ = x.Host.TeardownENI(ctx, x.eniNet(info))
+	_ = x.Host.TeardownENI(ctx, eniNet(info, x.ENIMTU))
 	if err := x.Cloud.DetachENI(ctx, eni.Attachment.ID, false); err != nil {
 		res.Err = err
 	}
@@ -543,14 +574,15 @@ func Classify(err error) nodestate.ErrorClass {
 		return nodestate.ErrorClass{}
 	}
 	c := nodestate.ErrorClass{
-		Code:            cloud.ErrorCode(err),
-		Action:          ec2Action(err),
-		SubnetExhausted: cloud.IsSubnetExhausted(err),
-		AttachmentLimit: cloud.IsAttachmentLimit(err),
-		Throttled:       cloud.IsThrottled(err),
-		Unauthorized:    cloud.IsUnauthorized(err),
+		Code:             cloud.ErrorCode(err),
+		Action:           ec2Action(err),
+		SubnetExhausted:  cloud.IsSubnetExhausted(err) && !cloud.IsSubnetFragmented(err),
+		SubnetFragmented: cloud.IsSubnetFragmented(err),
+		AttachmentLimit:  cloud.IsAttachmentLimit(err),
+		Throttled:        cloud.IsThrottled(err),
+		Unauthorized:     cloud.IsUnauthorized(err),
 	}
-	c.Refusal = c.SubnetExhausted || c.AttachmentLimit || cloud.IsAddressLimit(err) || c.Throttled || c.Unauthorized
+	c.Refusal = c.SubnetExhausted || c.SubnetFragmented || c.AttachmentLimit || cloud.IsAddressLimit(err) || c.Throttled || c.Unauthorized
 	return c
 }
 

@@ -46,9 +46,12 @@ type ErrorClass struct {
 	// throttling, a missing permission) rather than not answering.
 	Refusal         bool
 	SubnetExhausted bool
-	AttachmentLimit bool
-	Throttled       bool
-	Unauthorized    bool
+	// SubnetFragmented: no free aligned /28 for a prefix
+	// (InsufficientCidrBlocks), though single addresses may be left.
+	SubnetFragmented bool
+	AttachmentLimit  bool
+	Throttled        bool
+	Unauthorized     bool
 }
 
 // attaching is an ENI EC2 is attaching for the pool.
@@ -401,6 +404,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		n.results.shrunk(ev, now)
 	case ipam.AssignBlocks:
 		n.results.grown(ev.Err, now)
+		n.frag.observe(n, act, ev, n.cloud.classify(ev.Err), now)
 		for _, b := range ev.Blocks {
 			if err := n.pool.AddBlock(act.ENIID, b); err != nil {
 				n.log.Error("assigned block not taken into the pool", "block", b.String(), "err", err)
@@ -410,6 +414,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		}
 	case ipam.AttachENI:
 		n.results.grown(ev.Err, now)
+		n.frag.observe(n, act, ev, n.cloud.classify(ev.Err), now)
 		if ev.Err != nil {
 			// EC2 may have attached it anyway (a timeout, a 5xx after the
 			// fact): read EC2 soon so such an ENI is adopted, and until
@@ -473,7 +478,9 @@ func (x *results) grown(err error, now time.Time) {
 	// spent already, and asking again at the next event would loop.
 	c := n.cloud.classify(err)
 	wait := n.cloud.grow.refused(now)
-	n.log.Warn("EC2 did not grow the pool; asking again later", "in", wait.String(), "err", err)
+	if !c.SubnetFragmented { // the prefix fallback grows at once and says so
+		n.log.Warn("EC2 did not grow the pool; asking again later", "in", wait.String(), "err", err)
+	}
 	n.planner.growthNotice(c, err)
 }
 

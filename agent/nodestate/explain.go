@@ -46,7 +46,10 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK:
 		e.Reason = ReasonENIConfig
 		e.Detail = "custom networking: no ENI can be attached for pod addresses: " + n.cloud.eniCfgMsg
-	case growErr != nil && c.SubnetExhausted:
+	case growErr != nil && c.SubnetFragmented && n.frag.active:
+		e.Reason = ReasonSubnetFragmented
+		e.Detail = n.frag.message()
+	case growErr != nil && (c.SubnetExhausted || c.SubnetFragmented):
 		e.Reason = ReasonSubnetExhausted
 		e.Detail = fmt.Sprintf("subnet %s has no free addresses (%s); add capacity with a larger or additional subnet (custom networking ENIConfig), or lower WARM_IP_TARGET/WARM_ENI_TARGET on other nodes", subnet, c.Code)
 	case growErr != nil && c.AttachmentLimit:
@@ -89,6 +92,8 @@ func (x *planner) growthNotice(c ErrorClass, err error) {
 	n := x.n
 	subnet, itype := n.cloud.plan.SubnetID, n.cfg.InstanceType
 	switch {
+	case c.SubnetFragmented:
+		// The prefix fallback says so, with the free count and the fix.
 	case c.SubnetExhausted:
 		n.notice("SubnetExhausted", fmt.Sprintf("subnet %s has no free addresses (%s): pods on this node wait for addresses; add a larger or additional subnet (custom networking ENIConfig), or lower WARM_IP_TARGET/WARM_ENI_TARGET on other nodes", subnet, c.Code))
 	case c.AttachmentLimit:

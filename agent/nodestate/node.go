@@ -57,6 +57,8 @@ type Node struct {
 	burst   burst
 	// unmanaged are the interfaces attached that are not vpcnet's.
 	unmanaged unmanaged
+	// frag is the prefix fallback on a fragmented subnet.
+	frag fallback
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -235,6 +237,7 @@ func (n *Node) wake() time.Time {
 	if dw := n.cloud.detachWanted; !dw.IsZero() && n.last.Before(dw.Add(n.cfg.DetachHold)) {
 		earliest(dw.Add(n.cfg.DetachHold))
 	}
+	earliest(n.frag.wakeAt(n.last))
 	return w
 }
 

@@ -86,7 +86,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
-	cfg := n.cloud.plan
+	cfg := n.frag.planConfig(n.cloud.plan, now)
 	if n.planner.demandOnly(now) {
 		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
 		acts, short := ipam.Plan(snap, cfg, n.planner.limits(), now)
@@ -274,6 +274,24 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 		n.job(Job{Kind: JobAction, Action: act, ENI: ENIInfo{ID: pe.ID, DeviceIndex: pe.DeviceIndex, SubnetID: pe.SubnetID,
 			SubnetCIDR: pe.SubnetCIDR, PrimaryIP: pe.PrimaryIP, MAC: m.MAC, AttachmentID: m.AttachmentID}})
 	case ipam.AssignBlocks:
+		if e, ok := n.pool.ENI(act.ENIID); ok && act.SubnetID == "" {
+			act.SubnetID = e.SubnetID // named if EC2 refuses for fragmentation
+		}
+		if alt, ok := n.frag.elsewhere(n, act); ok {
+			if *attaches >= maxInFlightAttaches {
+				return
+			}
+			limit := n.planner.limits().MaxENIs
+			if m := n.cloud.plan.MaxENI; m > 0 {
+				limit = min(limit, m)
+			}
+			if dev, free := n.planner.freeDevice(); free && len(n.pool.ENIs())+*attaches < limit {
+				*attaches++
+				n.log.Info("EC2 change", "action", alt.String(), "device", dev, "reason", alt.Reason)
+				n.job(Job{Kind: JobAction, Action: alt, Device: dev})
+				return
+			}
+		}
 		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
 		n.job(Job{Kind: JobAction, Action: act})
 	case ipam.AttachENI:

@@ -40,6 +40,11 @@ type Config struct {
 	DetachHold time.Duration
 	// AttachTimeout bounds how long an attachment is waited for.
 	AttachTimeout time.Duration
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: a new ENI may go to
+	// another subnet than the node's (the executor picks it), so when the
+	// node's subnet is fragmented for prefixes, prefixes are asked for on
+	// a new ENI rather than on an ENI of that subnet.
+	SubnetDiscovery bool
 	// CustomNetwork: pods get addresses only on secondary ENIs in the
 	// ENIConfig's subnet; the primary ENI's free addresses are not used.
 	CustomNetwork bool
@@ -192,7 +197,14 @@ type ActionResult struct {
 	// Skipped says the action was declined at the last moment without
 	// an EC2 change (not attached per EC2, or routed on the host).
 	Skipped bool
-	Err     error
+	// SubnetID is the subnet AttachENI created the ENI in (with subnet
+	// discovery, not always the action's), or the last one it tried.
+	SubnetID string
+	// SubnetFree is the subnet's free address count as EC2 gave it after
+	// the action failed for want of a free /28 (InsufficientCidrBlocks);
+	// -1 when unknown.
+	SubnetFree int
+	Err        error
 }
 
 // AttachResult answers JobConfirmAttach: the ENI once EC2 says it is

@@ -51,6 +51,9 @@ type View struct {
 	Growing bool
 	// Unmanaged are the attached interfaces vpcnet leaves alone.
 	Unmanaged []UnmanagedENI
+	// PrefixFallback is set while the node grows by single addresses
+	// because the subnet is fragmented for prefixes.
+	PrefixFallback *PrefixFallback
 	// MaxENIs is the instance's ENI limit on network card 0 less the
 	// slots unmanaged interfaces hold: what the pool may attach.
 	MaxENIs int
@@ -86,6 +89,7 @@ func (n *Node) View(now time.Time) View {
 		InFlight:          len(n.jobs.inFlight),
 		Unmanaged:         slices.Clone(n.unmanaged.enis),
 		MaxENIs:           n.planner.limits().MaxENIs,
+		PrefixFallback:    n.frag.view(),
 	}
 	for _, e := range n.pool.ENIs() {
 		m := n.meta[e.ID]
@@ -119,7 +123,7 @@ func (n *Node) Lookup(key ipam.Key) (ipam.Assignment, ipam.ENI, bool) {
 // Summary is View without the per-address and per-ENI parts and the
 // plan: cheap enough to publish after every event.
 func (n *Node) Summary(now time.Time) View {
-	return View{
+	v := View{
 		Stats:       n.pool.Stats(now),
 		Waiting:     n.reqs.waiting(),
 		Demand:      n.reqs.demandCount(),
@@ -136,6 +140,8 @@ func (n *Node) Summary(now time.Time) View {
 		Stale:       slices.Clone(n.stale),
 		ENIConfigOK: n.cloud.eniCfgOK,
 	}
+	v.PrefixFallback = n.frag.view()
+	return v
 }
 
 func quarantinedAddrs(q map[netip.Addr]bool) []netip.Addr {
