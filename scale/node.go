@@ -185,16 +185,18 @@ func (n *node) collect() {
 		})
 	}
 	for _, j := range rd.Jobs {
-		calls := n.tr.count()
-		ev := a.x.Run(r.ctx, j)
-		took := r.latency(n.tr.count() - calls)
 		n.jobs++
-		r.q.at(r.now().Add(took), func() {
-			if n.gen == gen {
-				n.jobs--
-				n.step(ev)
+		if r.budget != nil {
+			if at := r.budget.reserve(r.now(), jobCalls(j)); at.After(r.now()) {
+				r.q.at(at, func() {
+					if n.gen == gen {
+						n.runJob(j, gen)
+					}
+				})
+				continue
 			}
-		})
+		}
+		n.runJob(j, gen)
 	}
 	for _, rep := range rd.Replies {
 		n.reply(rep)
@@ -209,6 +211,21 @@ func (n *node) collect() {
 			}
 		})
 	}
+}
+
+// runJob performs a job against EC2 now; its result arrives after its
+// calls' latency.
+func (n *node) runJob(j nodestate.Job, gen int) {
+	r := n.r
+	calls := n.tr.count()
+	ev := n.agent.x.Run(r.ctx, j)
+	took := r.latency(n.tr.count() - calls)
+	r.q.at(r.now().Add(took), func() {
+		if n.gen == gen {
+			n.jobs--
+			n.step(ev)
+		}
+	})
 }
 
 func (n *node) sortedPods() []*pod {
