@@ -73,7 +73,11 @@ type pod struct {
 // (the table: no EC2 call), EC2's attached ENIs, then the host's routes.
 // A failed EC2 read is retried with start-up's backoff (500 ms doubling to
 // 30 s, jittered by agent.StartupWait) in simulated time.
-func (n *node) boot() {
+func (n *node) boot() { n.bootWith(false) }
+
+// bootWith is boot; granted says the shared budget (if any) has granted
+// its EC2 read.
+func (n *node) bootWith(granted bool) {
 	r := n.r
 	n.gen++
 	gen := n.gen
@@ -96,6 +100,16 @@ func (n *node) boot() {
 		}
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
+	if r.budget != nil && !granted {
+		// The what-if grants start-up's EC2 read too.
+		r.budget.request(r, true, []string{"DescribeNetworkInterfaces"}, func() {
+			if n.gen == gen {
+				n.gen-- // boot numbers its run again
+				n.bootWith(true)
+			}
+		})
+		return
+	}
 	calls := n.tr.count()
 	boot.ENIs, boot.Devices, err = x.Attached(r.ctx, nil)
 	took := r.latency(n.tr.count() - calls)
@@ -103,7 +117,7 @@ func (n *node) boot() {
 		n.backoff = min(max(2*n.backoff, 500*time.Millisecond), 30*time.Second)
 		r.q.at(r.now().Add(took+agent.StartupWait(n.backoff, r.rng.Uint64())), func() {
 			if n.gen == gen {
-				n.boot()
+				n.bootWith(false)
 			}
 		})
 		return
@@ -186,15 +200,13 @@ func (n *node) collect() {
 	}
 	for _, j := range rd.Jobs {
 		n.jobs++
-		if r.budget != nil {
-			if at := r.budget.reserve(r.now(), jobCalls(j)); at.After(r.now()) {
-				r.q.at(at, func() {
-					if n.gen == gen {
-						n.runJob(j, gen)
-					}
-				})
-				continue
-			}
+		if calls := jobCalls(j); r.budget != nil && len(calls) > 0 {
+			r.budget.request(r, n.podsWaiting(), calls, func() {
+				if n.gen == gen {
+					n.runJob(j, gen)
+				}
+			})
+			continue
 		}
 		n.runJob(j, gen)
 	}
@@ -226,6 +238,16 @@ func (n *node) runJob(j nodestate.Job, gen int) {
 			n.step(ev)
 		}
 	})
+}
+
+// podsWaiting says a pod of the node waits for an address.
+func (n *node) podsWaiting() bool {
+	for _, p := range n.pods {
+		if p.state == podAdding {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) sortedPods() []*pod {
