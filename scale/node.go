@@ -39,12 +39,11 @@ type node struct {
 
 // agentProc is one run of the agent on a node.
 type agentProc struct {
-	sm        *nodestate.Node
-	x         *executor.Executor
-	replies   map[uint64]*pod
-	nextReq   uint64
-	wake      time.Time
-	persisted bool // a checkpoint write is under way
+	sm      *nodestate.Node
+	x       *executor.Executor
+	replies map[uint64]*pod
+	nextReq uint64
+	wake    time.Time
 }
 
 type podState int

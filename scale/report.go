@@ -47,7 +47,8 @@ type Report struct {
 	IdleAddresses int
 	LivePods      int
 	ENIs          int
-	Wall          time.Duration
+	// Wall is the run's wall time, when the caller measured it.
+	Wall time.Duration
 	// SharedBudget says the run modelled a cluster-wide grant queue.
 	SharedBudget bool
 }
@@ -155,7 +156,10 @@ func (rep *Report) Write(w io.Writer) {
 		fmt.Fprintln(w, line+" |")
 	}
 	fmt.Fprintf(w, "| idle addresses held at the end | %d (%s per node; %d ENIs, %d live pods) |\n", rep.IdleAddresses, per(rep.IdleAddresses), rep.ENIs, rep.LivePods)
-	fmt.Fprintf(w, "| wall time | %s |\n\n", rep.Wall.Round(time.Second))
+	if rep.Wall > 0 {
+		fmt.Fprintf(w, "| wall time | %s |\n", rep.Wall.Round(time.Second))
+	}
+	fmt.Fprintln(w)
 }
 
 func sum(m map[string]int) int {

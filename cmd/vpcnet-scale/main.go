@@ -85,6 +85,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	rep.Wall = time.Since(start)
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	rep.Write(os.Stdout)
