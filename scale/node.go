@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint"
@@ -71,7 +70,7 @@ type pod struct {
 // boot starts the agent as agent/startup.go does: IMDS, the type's limits
 // (the table: no EC2 call), EC2's attached ENIs, then the host's routes.
 // A failed EC2 read is retried with start-up's backoff (500 ms doubling to
-// 30 s, jittered by agent.StartupWait) in simulated time.
+// 30 s) in simulated time.
 func (n *node) boot() { n.bootWith(false) }
 
 // bootWith is boot; granted says the shared budget (if any) has granted
@@ -114,7 +113,7 @@ func (n *node) bootWith(granted bool) {
 	took := r.latency(n.tr.count() - calls)
 	if err != nil {
 		n.backoff = min(max(2*n.backoff, 500*time.Millisecond), 30*time.Second)
-		r.q.at(r.now().Add(took+agent.StartupWait(n.backoff, r.rng.Uint64())), func() {
+		r.q.at(r.now().Add(took+n.backoff), func() {
 			if n.gen == gen {
 				n.bootWith(false)
 			}
