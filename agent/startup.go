@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/executor"
@@ -47,23 +46,12 @@ func (pt *starter) retry(ctx context.Context, what, cond string, f func() error)
 			return nil
 		}
 		a.ready.set(cond, false, fmt.Sprintf("%s: %v", what, err))
-		wait := StartupWait(backoff, rand.Uint64())
-		a.log.Warn("start-up step will be retried", "step", what, "in", wait.String(), "err", err)
-		if !clock.Sleep(a.clk, wait, ctx.Done()) {
+		a.log.Warn("start-up step will be retried", "step", what, "in", backoff.String(), "err", err)
+		if !clock.Sleep(a.clk, backoff, ctx.Done()) {
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
-}
-
-// StartupWait is how long start-up waits before trying a step again:
-// between half of backoff and all of it, drawn from r. Agents restarted
-// together (a DaemonSet rollout) and throttled together by EC2 would
-// otherwise come back together, wave after wave, while the account's
-// bucket refills unused between waves.
-func StartupWait(backoff time.Duration, r uint64) time.Duration {
-	half := backoff / 2
-	return half + time.Duration(r%uint64(half+1))
 }
 
 // learnNode reads the node's identity from IMDS and its limits from the

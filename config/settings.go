@@ -91,7 +91,7 @@ var settings = []setting{
 		time.Second, func(c *Config) *time.Duration { return &c.DemandMemory }),
 	durationVar("VPCNET_RECLAIM_AFTER", "2m", "How long a pod's address must be missing from the host's pod routes (its pod deleted while the agent could not hear the DEL) before the agent releases it itself, without waiting for the runtime's CNI GC. Longer than any ADD in flight.",
 		10*time.Second, func(c *Config) *time.Duration { return &c.ReclaimAfter }),
-	durationVar("VPCNET_RECONCILE_INTERVAL", "1m", "How often the agent compares its pool with EC2.",
+	durationVar("VPCNET_RECONCILE_INTERVAL", "1m", "How often the agent compares its pool with what is attached: with IMDS every interval, with EC2 when IMDS shows a change, and every tenth interval regardless.",
 		time.Second, func(c *Config) *time.Duration { return &c.ReconcileInterval }),
 	durationVar("VPCNET_EC2_CALL_TIMEOUT", "10s", "Time limit of one EC2 API call, retries excluded.",
 		time.Second, func(c *Config) *time.Duration { return &c.EC2CallTimeout }),

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint"
@@ -71,8 +70,12 @@ type pod struct {
 // boot starts the agent as agent/startup.go does: IMDS, the type's limits
 // (the table: no EC2 call), EC2's attached ENIs, then the host's routes.
 // A failed EC2 read is retried with start-up's backoff (500 ms doubling to
-// 30 s, jittered by agent.StartupWait) in simulated time.
-func (n *node) boot() {
+// 30 s) in simulated time.
+func (n *node) boot() { n.bootWith(false) }
+
+// bootWith is boot; granted says the shared budget (if any) has granted
+// its EC2 read.
+func (n *node) bootWith(granted bool) {
 	r := n.r
 	n.gen++
 	gen := n.gen
@@ -95,15 +98,25 @@ func (n *node) boot() {
 		}
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
+	if r.budget != nil && !granted {
+		// The what-if grants start-up's EC2 read too.
+		r.budget.request(r, true, []string{"DescribeNetworkInterfaces"}, func() {
+			if n.gen == gen {
+				n.gen-- // boot numbers its run again
+				n.bootWith(true)
+			}
+		})
+		return
+	}
 	calls := n.tr.count()
 	at, err := x.Attached(r.ctx, nil)
 	boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
 	took := r.latency(n.tr.count() - calls)
 	if err != nil {
 		n.backoff = min(max(2*n.backoff, 500*time.Millisecond), 30*time.Second)
-		r.q.at(r.now().Add(took+agent.StartupWait(n.backoff, r.rng.Uint64())), func() {
+		r.q.at(r.now().Add(took+n.backoff), func() {
 			if n.gen == gen {
-				n.boot()
+				n.bootWith(false)
 			}
 		})
 		return
@@ -185,16 +198,16 @@ func (n *node) collect() {
 		})
 	}
 	for _, j := range rd.Jobs {
-		calls := n.tr.count()
-		ev := a.x.Run(r.ctx, j)
-		took := r.latency(n.tr.count() - calls)
 		n.jobs++
-		r.q.at(r.now().Add(took), func() {
-			if n.gen == gen {
-				n.jobs--
-				n.step(ev)
-			}
-		})
+		if calls := jobCalls(j); r.budget != nil && len(calls) > 0 {
+			r.budget.request(r, n.podsWaiting(), calls, func() {
+				if n.gen == gen {
+					n.runJob(j, gen)
+				}
+			})
+			continue
+		}
+		n.runJob(j, gen)
 	}
 	for _, rep := range rd.Replies {
 		n.reply(rep)
@@ -209,6 +222,31 @@ func (n *node) collect() {
 			}
 		})
 	}
+}
+
+// runJob performs a job against EC2 now; its result arrives after its
+// calls' latency.
+func (n *node) runJob(j nodestate.Job, gen int) {
+	r := n.r
+	calls := n.tr.count()
+	ev := n.agent.x.Run(r.ctx, j)
+	took := r.latency(n.tr.count() - calls)
+	r.q.at(r.now().Add(took), func() {
+		if n.gen == gen {
+			n.jobs--
+			n.step(ev)
+		}
+	})
+}
+
+// podsWaiting says a pod of the node waits for an address.
+func (n *node) podsWaiting() bool {
+	for _, p := range n.pods {
+		if p.state == podAdding {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) sortedPods() []*pod {

@@ -74,3 +74,36 @@ func TestThrottleDefaultsAreEC2s(t *testing.T) {
 	_, err = e.ec2.CreateTags(e.ctx, &ec2.CreateTagsInput{Resources: []string{"i-node1"}, Tags: tagList("k", "v")})
 	wantCode(t, err, "RequestLimitExceeded")
 }
+
+func TestSetThrottleReplacesTheBuckets(t *testing.T) {
+	e := newEnv(t, baseTopology, func(t *sim.Topology) {
+		t.Throttle = sim.ThrottleSpec{Describe: sim.BucketSpec{Burst: 1, Refill: 0.001}}
+	})
+	describe := func() error {
+		_, err := e.ec2.DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{})
+		return err
+	}
+	if err := describe(); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, describe(), "RequestLimitExceeded")
+	if err := e.cloud.SetThrottle(sim.ThrottleSpec{Disabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := describe(); err != nil {
+			t.Fatalf("call %d with throttling off: %v", i+1, err)
+		}
+	}
+	// Back to a bucket of one, full.
+	if err := e.cloud.SetThrottle(sim.ThrottleSpec{Describe: sim.BucketSpec{Burst: 1, Refill: 0.001}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := describe(); err != nil {
+		t.Fatalf("first call after the buckets were replaced: %v", err)
+	}
+	wantCode(t, describe(), "RequestLimitExceeded")
+	if err := e.cloud.SetThrottle(sim.ThrottleSpec{Describe: sim.BucketSpec{Burst: -1}}); err == nil {
+		t.Error("a negative burst was accepted")
+	}
+}
