@@ -168,8 +168,14 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		// blocks tokens, which the operator needs to see.
 		io.EnableFallback = aws.FalseTernary
 		// IMDS is local and unmetered; EC2's patient retryer would only
-		// make an off-instance start slow to fail.
-		io.Retryer = retry.NewStandard()
+		// make an off-instance start slow to fail. It gets the SDK's
+		// standard 3 attempts, fewer when the options ask for fewer (the
+		// deterministic simulation asks for one: a retry there would
+		// sleep on the wall clock).
+		io.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = min(so.MaxAttempts, o.MaxAttempts)
+			so.MaxBackoff = min(so.MaxBackoff, o.MaxBackoff)
+		})
 	})
 	if err := c.learnFromIMDS(ctx, &cfg); err != nil {
 		return nil, err
