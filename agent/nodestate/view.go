@@ -159,7 +159,11 @@ func (n *Node) Holder(addr netip.Addr) (ipam.Key, bool) {
 	return as.Key, ok
 }
 
-// Idle says no job, write or attachment is under way.
+// Idle says no job, write or attachment is under way and no growth is
+// deferred.
 func (n *Node) Idle() bool {
-	return len(n.jobs.inFlight) == 0 && len(n.jobs.later) == 0 && len(n.cloud.attaching) == 0 && n.dur.inFlight == 0 && n.dur.version == n.dur.written
+	// Growth deferred while EC2 throttles the account (demand-only mode)
+	// is work still to do, even though the plan shows none.
+	return len(n.jobs.inFlight) == 0 && len(n.jobs.later) == 0 && len(n.cloud.attaching) == 0 && n.dur.inFlight == 0 && n.dur.version == n.dur.written &&
+		!n.planner.demandOnly(n.last)
 }
