@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -44,7 +45,7 @@ func (l *lossyAttach) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	r.Body = http.NoBody
 	body := r.PostForm.Encode()
 	r2 := r.Clone(r.Context())
-	r2.Body = readCloser{strings.NewReader(body)}
+	r2.Body = io.NopCloser(strings.NewReader(body))
 	r2.ContentLength = int64(len(body))
 	r2.PostForm, r2.Form = nil, nil
 	if !hide {
@@ -62,10 +63,6 @@ func (l *lossyAttach) hidden() string {
 	defer l.mu.Unlock()
 	return l.eni
 }
-
-type readCloser struct{ *strings.Reader }
-
-func (readCloser) Close() error { return nil }
 
 // observer is an EC2 client of the test's own, to read what EC2 holds.
 func (w *world) observer(t *testing.T) *cloud.Client {

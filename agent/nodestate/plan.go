@@ -87,23 +87,24 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
 	cfg := n.frag.planConfig(n.cloud.plan, now)
+	lim := n.planner.limits()
 	if n.planner.demandOnly(now) {
 		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
-		acts, short := ipam.Plan(snap, cfg, n.planner.limits(), now)
+		acts, short := ipam.Plan(snap, cfg, lim, now)
 		return slices.DeleteFunc(acts, isShrink), short
 	}
 	ahead := n.burst.anticipated(now, len(n.reqs.waiters))
 	if ahead == 0 {
-		return ipam.Plan(snap, cfg, n.planner.limits(), now)
+		return ipam.Plan(snap, cfg, lim, now)
 	}
 	real := snap.Waiting
 	snap.Waiting += ahead
-	acts, short := ipam.Plan(snap, cfg, n.planner.limits(), now)
+	acts, short := ipam.Plan(snap, cfg, lim, now)
 	if short.Missing > 0 {
 		// A limit stops the growth: what the pods are told must be about
 		// the Adds that exist, not the ones expected.
 		snap.Waiting = real
-		_, short = ipam.Plan(snap, cfg, n.planner.limits(), now)
+		_, short = ipam.Plan(snap, cfg, lim, now)
 	}
 	return acts, short
 }
