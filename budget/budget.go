@@ -1,0 +1,281 @@
+// Package budget shares one EC2 account's request budget among the nodes
+// of a cluster (issue 15, point 4).
+//
+// EC2 limits requests per account and Region with a token bucket per
+// action, shared by every node. Agents that each stay polite on their
+// own still overrun it together: a thousand of them learn of the limit
+// only by being refused, and nearly every pod of a large join waits while
+// its node is throttled (BENCHMARKS.md section 8). A Ledger is the
+// cluster's one schedule of EC2 calls: an agent asks before it calls, and
+// the Ledger answers when the calls may be made, spacing grants at a
+// margin below EC2's refill so the account's buckets never run dry.
+//
+// Calls for pods that wait for an address (urgent) get a place in the
+// schedule at once, first come first served; calls that only fill a warm
+// pool are granted only while the schedule has room now, so they never
+// delay a waiting pod. When EC2 still refuses (other clients share the
+// account), the agents say so and the Ledger halves that action's rate,
+// then wins it back a little at a time (AIMD).
+//
+// The Ledger is pure: no I/O, no clock of its own, no goroutine. The
+// controller (cmd/vpcnet-budget) serves it over HTTP to the agents, and
+// package scale runs it in simulated time.
+package budget
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Bucket is one EC2 action's token bucket: Burst tokens at most, refilled
+// at Refill per second.
+type Bucket struct {
+	Burst  int
+	Refill float64
+}
+
+// Config is the account's buckets and how much of them the cluster's
+// agents may use.
+type Config struct {
+	// Buckets are per action; actions not listed use Default.
+	Buckets map[string]Bucket
+	Default Bucket
+	// Margin is the fraction of each bucket's refill and burst granted
+	// (0 < Margin <= 1): the rest is left for other clients of the
+	// account (the console, other controllers, Terraform).
+	Margin float64
+	// Recovery is how long a halved rate takes to win back what it lost
+	// (additive increase). Default 60 s.
+	Recovery time.Duration
+	// Floor is the lowest fraction of the granted rate AIMD goes down to.
+	// Default 0.1.
+	Floor float64
+}
+
+// DefaultConfig is the account's buckets for the actions vpcnet calls
+// as EC2's request-token page gives them for Describe calls (100 tokens,
+// 20 a second) and as issue 15 quotes them for mutating ENI actions
+// (about 5 a second; the burst of 100 is the local cloud's default),
+// granted at 90%. Accounts with raised limits set their own.
+func DefaultConfig() Config {
+	mut := Bucket{Burst: 100, Refill: 5}
+	return Config{
+		Buckets: map[string]Bucket{
+			"DescribeNetworkInterfaces":       {Burst: 100, Refill: 20},
+			"DescribeSubnets":                 {Burst: 100, Refill: 20},
+			"DescribeInstances":               {Burst: 100, Refill: 20},
+			"DescribeInstanceTypes":           {Burst: 100, Refill: 20},
+			"CreateNetworkInterface":          mut,
+			"AttachNetworkInterface":          mut,
+			"ModifyNetworkInterfaceAttribute": mut,
+			"AssignPrivateIpAddresses":        mut,
+			"UnassignPrivateIpAddresses":      mut,
+			"DetachNetworkInterface":          mut,
+			"DeleteNetworkInterface":          mut,
+			"CreateTags":                      mut,
+		},
+		Default: mut,
+		Margin:  0.9,
+	}
+}
+
+// Validate says what is wrong with c, naming the field and the fix.
+func (c Config) Validate() error {
+	if !(c.Margin > 0 && c.Margin <= 1) {
+		return fmt.Errorf("budget margin %v: must be above 0 and at most 1 (the share of EC2's refill the cluster may use, e.g. 0.9)", c.Margin)
+	}
+	check := func(name string, b Bucket) error {
+		if b.Burst < 1 || !(b.Refill > 0) {
+			return fmt.Errorf("budget bucket %s (burst %d, refill %v/s): burst must be at least 1 and refill above 0", name, b.Burst, b.Refill)
+		}
+		return nil
+	}
+	if err := check("default", c.Default); err != nil {
+		return err
+	}
+	for a, b := range c.Buckets {
+		if err := check(a, b); err != nil {
+			return err
+		}
+	}
+	if c.Floor < 0 || c.Floor > 1 {
+		return fmt.Errorf("budget floor %v: must be between 0 and 1", c.Floor)
+	}
+	return nil
+}
+
+// Request asks for one job's EC2 calls.
+type Request struct {
+	// Node names the asking node, for metrics and logs.
+	Node string `json:"node"`
+	// Actions are the EC2 actions the job calls, each at most once.
+	Actions []string `json:"actions"`
+	// Urgent says pods on the node wait for an address.
+	Urgent bool `json:"urgent,omitempty"`
+	// Throttled are actions EC2 answered RequestLimitExceeded since the
+	// node's last request: the account is busier than the schedule
+	// assumes.
+	Throttled []string `json:"throttled,omitempty"`
+}
+
+// Grant answers a Request.
+type Grant struct {
+	// Wait is how long from now the calls may be made: zero is at once.
+	Wait time.Duration
+	// Deferred, when not zero, says the request was not granted (warm
+	// pool work while the schedule is full): ask again after this long.
+	Deferred time.Duration
+}
+
+// Granted says the calls may be made (after Wait).
+func (g Grant) Granted() bool { return g.Deferred == 0 }
+
+// minDefer keeps deferred askers from coming back in a tight loop.
+const minDefer = 500 * time.Millisecond
+
+// Ledger is the cluster's schedule of EC2 calls, one per action, kept as
+// GCRA's theoretical arrival times: a grant is a slot in a virtual
+// schedule, so reservations queue up in order without anybody holding a
+// connection open.
+type Ledger struct {
+	cfg     Config
+	actions map[string]*action
+}
+
+// action is one EC2 action's schedule.
+type action struct {
+	bucket Bucket
+	// tat is GCRA's theoretical arrival time: the slot after the last
+	// one granted.
+	tat time.Time
+	// aimd is the fraction of the granted rate in force: 1 until EC2
+	// refuses, then halved, winning back (1-Floor) per Recovery.
+	factor    float64
+	decreased time.Time
+	// Counters, for Stats.
+	grants, deferrals, throttled uint64
+}
+
+// New returns a Ledger for cfg, which must be valid.
+func New(cfg Config) *Ledger {
+	if cfg.Recovery <= 0 {
+		cfg.Recovery = time.Minute
+	}
+	if cfg.Floor == 0 {
+		cfg.Floor = 0.1
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Ledger{cfg: cfg, actions: map[string]*action{}}
+}
+
+func (l *Ledger) action(name string) *action {
+	a, ok := l.actions[name]
+	if !ok {
+		b, ok := l.cfg.Buckets[name]
+		if !ok {
+			b = l.cfg.Default
+		}
+		a = &action{bucket: b, factor: 1}
+		l.actions[name] = a
+	}
+	return a
+}
+
+// rate is the fraction of the action's granted rate in force at now.
+func (l *Ledger) rate(a *action, now time.Time) float64 {
+	if a.factor >= 1 {
+		return 1
+	}
+	won := (1 - l.cfg.Floor) * float64(now.Sub(a.decreased)) / float64(l.cfg.Recovery)
+	return min(1, a.factor+max(won, 0))
+}
+
+// params are the action's gap between grants and how far ahead of now
+// its schedule may run before a call waits (its burst).
+func (l *Ledger) params(a *action, now time.Time) (gap, tolerance time.Duration) {
+	refill := a.bucket.Refill * l.cfg.Margin * l.rate(a, now)
+	gap = time.Duration(float64(time.Second) / refill)
+	burst := max(float64(a.bucket.Burst)*l.cfg.Margin-1, 0)
+	return gap, time.Duration(burst * float64(gap))
+}
+
+// throttle records EC2's refusal of an action: its rate halves, at most
+// once per gap of its own (one refusal wave is one decrease).
+func (l *Ledger) throttle(a *action, now time.Time) {
+	a.throttled++
+	r := l.rate(a, now)
+	if !a.decreased.IsZero() && now.Sub(a.decreased) < time.Second {
+		return
+	}
+	a.factor, a.decreased = max(r/2, l.cfg.Floor), now
+}
+
+// Reserve answers a request at now. An urgent request always gets a
+// slot, possibly in the future; any other is granted only when every
+// action has a slot free now, and otherwise told when to ask again.
+func (l *Ledger) Reserve(now time.Time, r Request) Grant {
+	for _, name := range r.Throttled {
+		l.throttle(l.action(name), now)
+	}
+	if len(r.Actions) == 0 {
+		return Grant{}
+	}
+	at := now
+	for _, name := range r.Actions {
+		a := l.action(name)
+		_, tol := l.params(a, now)
+		if s := maxTime(a.tat, now).Add(-tol); s.After(at) {
+			at = s
+		}
+	}
+	if !r.Urgent && at.After(now) {
+		for _, name := range r.Actions {
+			l.action(name).deferrals++
+		}
+		return Grant{Deferred: max(at.Sub(now), minDefer)}
+	}
+	for _, name := range r.Actions {
+		a := l.action(name)
+		gap, _ := l.params(a, now)
+		a.tat = maxTime(a.tat, now).Add(gap)
+		a.grants++
+	}
+	return Grant{Wait: at.Sub(now)}
+}
+
+// ActionStats is one action's schedule, for metrics and status.
+type ActionStats struct {
+	Action string `json:"action"`
+	// Backlog is how far ahead of now the schedule is booked.
+	Backlog time.Duration `json:"backlog"`
+	// Rate is the grants per second in force (AIMD included).
+	Rate      float64 `json:"rate"`
+	Grants    uint64  `json:"grants"`
+	Deferrals uint64  `json:"deferrals"`
+	Throttled uint64  `json:"throttled"`
+}
+
+// Stats lists every action the Ledger has seen, at now.
+func (l *Ledger) Stats(now time.Time) []ActionStats {
+	out := make([]ActionStats, 0, len(l.actions))
+	for name, a := range l.actions {
+		gap, _ := l.params(a, now)
+		out = append(out, ActionStats{
+			Action: name, Backlog: max(a.tat.Sub(now), 0), Rate: float64(time.Second) / float64(gap),
+			Grants: a.grants, Deferrals: a.deferrals, Throttled: a.throttled,
+		})
+	}
+	slices.SortFunc(out, func(a, b ActionStats) int { return strings.Compare(a.Action, b.Action) })
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,96 @@
+// Package budgetapi is how agents ask the budget controller for EC2
+// calls: one JSON request and one JSON answer per HTTP POST to
+// ReservePath, over the cluster network. The controller's leader is found
+// through its Lease (see HolderEndpoint), so an agent needs neither
+// cluster DNS nor kube-proxy, which may not run yet on a node that is
+// joining.
+package budgetapi
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/vpcnet/vpcnet/budget"
+)
+
+// ReservePath is the controller's one endpoint.
+const ReservePath = "/v1/reserve"
+
+// MaxRequestBytes bounds a request body: a request names a handful of
+// actions.
+const MaxRequestBytes = 64 << 10
+
+// Answer is the controller's reply to a budget.Request, in milliseconds
+// from when the controller answered (the nodes' clocks need not agree).
+type Answer struct {
+	// WaitMs is how long to wait before making the calls.
+	WaitMs int64 `json:"waitMs"`
+	// DeferredMs, when not zero, says the calls were not granted: ask
+	// again after this long.
+	DeferredMs int64 `json:"deferredMs,omitempty"`
+}
+
+// AnswerOf encodes a grant.
+func AnswerOf(g budget.Grant) Answer {
+	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred)}
+}
+
+// Grant decodes an answer.
+func (a Answer) Grant() budget.Grant {
+	return budget.Grant{Wait: time.Duration(a.WaitMs) * time.Millisecond, Deferred: time.Duration(a.DeferredMs) * time.Millisecond}
+}
+
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// Validate says what is wrong with a request an agent sent.
+func Validate(r budget.Request) error {
+	if r.Node == "" {
+		return fmt.Errorf("request names no node")
+	}
+	if len(r.Actions) > 16 || len(r.Throttled) > 16 {
+		return fmt.Errorf("request from %s names %d actions and %d throttled ones; at most 16 each", r.Node, len(r.Actions), len(r.Throttled))
+	}
+	for _, a := range append(append([]string(nil), r.Actions...), r.Throttled...) {
+		if !validAction(a) {
+			return fmt.Errorf("request from %s: %q is not an EC2 action name", r.Node, a)
+		}
+	}
+	return nil
+}
+
+// validAction accepts EC2 action names: a capital letter, then letters
+// and digits, at most 64.
+func validAction(a string) bool {
+	if a == "" || len(a) > 64 || a[0] < 'A' || a[0] > 'Z' {
+		return false
+	}
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// HolderIdentity is what the controller's leader writes into its Lease:
+// its pod name and the address it serves on, so agents reading the Lease
+// know where to ask.
+func HolderIdentity(pod, hostPort string) string { return pod + " " + hostPort }
+
+// HolderEndpoint reads the address out of a Lease's holderIdentity
+// written by HolderIdentity.
+func HolderEndpoint(holder string) (string, error) {
+	i := strings.LastIndexByte(holder, ' ')
+	if i < 0 {
+		return "", fmt.Errorf("lease holder %q names no address (want \"POD HOST:PORT\")", holder)
+	}
+	hp := holder[i+1:]
+	if _, _, err := net.SplitHostPort(hp); err != nil {
+		return "", fmt.Errorf("lease holder %q: address: %w", holder, err)
+	}
+	return hp, nil
+}

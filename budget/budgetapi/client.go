@@ -1,0 +1,227 @@
+package budgetapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vpcnet/vpcnet/budget"
+	"github.com/vpcnet/vpcnet/clock"
+)
+
+// Outcomes of Acquire, for metrics.
+const (
+	// Granted: the controller granted the calls (after a wait, maybe).
+	Granted = "granted"
+	// Alone: no controller answered; the agent calls EC2 on its own, as
+	// it does with no controller installed.
+	Alone = "alone"
+)
+
+// Client asks the controller before a job calls EC2. With no controller
+// (not installed, no leader, unreachable, or answering errors) it steps
+// aside for a while and the agent behaves as it does on its own: its
+// per-process buckets and its backoff after a throttle. The cluster
+// degrades to per-node behaviour, never to a node that cannot grow.
+// It is safe for concurrent use.
+type Client struct {
+	node     string
+	endpoint func(ctx context.Context) (string, error)
+	token    func() (string, error)
+	http     *http.Client
+	clk      clock.Clock
+	log      *slog.Logger
+	timeout  time.Duration
+	alone    time.Duration
+	observe  func(outcome string, waited time.Duration)
+
+	// mu guards the fields below; never held across a request.
+	mu sync.Mutex
+	// addr is the leader's "host:port" as last looked up; "" to look up.
+	addr string
+	// aloneUntil is when to try the controller again after a failure.
+	aloneUntil time.Time
+	// throttled are actions EC2 refused since the last request.
+	throttled []string
+}
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Node names this node in requests.
+	Node string
+	// Endpoint finds the controller's leader: "host:port".
+	Endpoint func(ctx context.Context) (string, error)
+	// Token is the bearer token sent (the agent's service account
+	// token, re-read as the kubelet rotates it). Nil sends none.
+	Token func() (string, error)
+	// HTTP carries requests. Nil: a client of its own.
+	HTTP *http.Client
+	// Clock is what waits run on. Nil: the wall clock.
+	Clock clock.Clock
+	Log   *slog.Logger
+	// Timeout bounds one ask (default 2 s): a slow controller must not
+	// hold up pods longer than going alone would.
+	Timeout time.Duration
+	// Alone is how long the agent goes alone after the controller failed
+	// to answer (default 30 s).
+	Alone time.Duration
+	// Observe sees each Acquire's outcome and how long it waited.
+	Observe func(outcome string, waited time.Duration)
+}
+
+// NewClient returns a Client.
+func NewClient(o ClientOptions) *Client {
+	c := &Client{node: o.Node, endpoint: o.Endpoint, token: o.Token, http: o.HTTP, clk: o.Clock, log: o.Log,
+		timeout: o.Timeout, alone: o.Alone, observe: o.Observe}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	if c.clk == nil {
+		c.clk = clock.Real{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.timeout <= 0 {
+		c.timeout = 2 * time.Second
+	}
+	if c.alone <= 0 {
+		c.alone = 30 * time.Second
+	}
+	return c
+}
+
+// Throttled records that EC2 answered action with RequestLimitExceeded;
+// the next request tells the controller.
+func (c *Client) Throttled(action string) {
+	c.mu.Lock()
+	if !slices.Contains(c.throttled, action) && len(c.throttled) < 16 {
+		c.throttled = append(c.throttled, action)
+	}
+	c.mu.Unlock()
+}
+
+// Acquire returns once the calls of actions may be made: granted by the
+// controller (after the wait it set), or at once when there is no
+// controller to ask. urgent is asked before every request, so a job
+// queued as warm-pool work moves ahead as soon as a pod waits for it. It
+// fails only when ctx ends.
+func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bool) error {
+	if len(actions) == 0 {
+		return nil
+	}
+	start := c.clk.Now()
+	for {
+		g, ok := c.ask(ctx, budget.Request{Node: c.node, Actions: actions, Urgent: urgent()})
+		if !ok {
+			c.done(Alone, start)
+			return ctx.Err()
+		}
+		d := g.Wait
+		if !g.Granted() {
+			d = g.Deferred
+		}
+		if d > 0 {
+			ch, stop := clock.After(c.clk, d)
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				stop()
+				return ctx.Err()
+			}
+		}
+		if g.Granted() {
+			c.done(Granted, start)
+			return nil
+		}
+	}
+}
+
+func (c *Client) done(outcome string, start time.Time) {
+	if c.observe != nil {
+		c.observe(outcome, c.clk.Now().Sub(start))
+	}
+}
+
+// ask makes one request; ok is false when the agent should go alone.
+func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bool) {
+	c.mu.Lock()
+	if c.clk.Now().Before(c.aloneUntil) {
+		c.mu.Unlock()
+		return budget.Grant{}, false
+	}
+	addr := c.addr
+	r.Throttled, c.throttled = c.throttled, nil
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
+	defer cancel()
+	g, err := c.post(ctx, addr, r)
+	if err == nil {
+		return g, true
+	}
+	if parent.Err() != nil {
+		return budget.Grant{}, false // the job is cancelled, not the controller gone
+	}
+	c.mu.Lock()
+	c.addr = "" // look the leader up again next time
+	c.aloneUntil = c.clk.Now().Add(c.alone)
+	c.throttled = append(c.throttled, r.Throttled...)
+	c.mu.Unlock()
+	c.log.Warn("budget controller did not answer; calling EC2 on this node's own budget for a while",
+		"for", c.alone, "err", err)
+	return budget.Grant{}, false
+}
+
+func (c *Client) post(ctx context.Context, addr string, r budget.Request) (budget.Grant, error) {
+	if addr == "" {
+		a, err := c.endpoint(ctx)
+		if err != nil {
+			return budget.Grant{}, fmt.Errorf("find the budget controller: %w", err)
+		}
+		addr = a
+		c.mu.Lock()
+		c.addr = a
+		c.mu.Unlock()
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return budget.Grant{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+ReservePath, bytes.NewReader(body))
+	if err != nil {
+		return budget.Grant{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != nil {
+		tok, err := c.token()
+		if err != nil {
+			return budget.Grant{}, fmt.Errorf("read service account token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return budget.Grant{}, fmt.Errorf("ask %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return budget.Grant{}, fmt.Errorf("ask %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
+	}
+	var a Answer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxRequestBytes)).Decode(&a); err != nil {
+		return budget.Grant{}, fmt.Errorf("ask %s: decode answer: %w", addr, err)
+	}
+	if a.WaitMs < 0 || a.DeferredMs < 0 {
+		return budget.Grant{}, fmt.Errorf("ask %s: negative wait in answer %+v", addr, a)
+	}
+	return a.Grant(), nil
+}
