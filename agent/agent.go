@@ -12,6 +12,7 @@
 package agent
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,18 @@ type Options struct {
 	// Kube is the Kubernetes layer. Nil means NoKube: the agent runs
 	// without node identity, Events, custom networking or the taint.
 	Kube Kube
+	// Budget grants EC2 calls from the cluster's shared budget (the
+	// budget controller's budgetapi.Client). Nil: the node spends on
+	// its own.
+	Budget Budget
+}
+
+// Budget is the cluster-wide EC2 budget, asked before a job calls EC2.
+type Budget interface {
+	// Acquire returns when the calls of actions may be made; urgent says,
+	// each time it is asked, whether pods wait for them. It fails only
+	// when ctx ends.
+	Acquire(ctx context.Context, actions []string, urgent func() bool) error
 }
 
 // Agent is one node's vpcnetd.
@@ -60,6 +73,8 @@ type Agent struct {
 	// diag are the diagnostic conditions, which never block readiness.
 	diag *readiness
 	kube Kube
+	// budget is nil without a cluster-wide budget.
+	budget Budget
 
 	attachTimeout time.Duration
 	// events and queries feed the owner goroutine; requests and results
@@ -154,6 +169,7 @@ func New(o Options) (*Agent, error) {
 		kubeKick:      make(chan struct{}, 1),
 		replies:       make(map[uint64]chan nodestate.Reply),
 		kube:          o.Kube,
+		budget:        o.Budget,
 	}
 	a.loop.a, a.views.a, a.starter.a, a.bridge.a = a, a, a, a
 	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))

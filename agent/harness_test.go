@@ -166,6 +166,8 @@ type node struct {
 	env      map[string]string
 	// kube is the Kubernetes layer; nil runs the agent without one.
 	kube Kube
+	// budget is the cluster's EC2 budget; nil runs the agent without one.
+	budget Budget
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -219,7 +221,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, Kube: n.kube, Logger: log, AttachTimeout: 10 * time.Second})
+	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, Kube: n.kube, Budget: n.budget, Logger: log, AttachTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

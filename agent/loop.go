@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/executor"
@@ -61,6 +62,9 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 	}
 	for _, j := range rd.Jobs {
 		go func() {
+			if !a.loop.granted(ctx, j) {
+				return // the agent stops
+			}
 			ev := x.Run(ctx, j)
 			a.loop.countJob(j, ev)
 			a.loop.send(ctx, ev)
@@ -72,6 +76,23 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 	for _, nt := range rd.Notices {
 		a.kube.Record(Event{Pod: nt.Pod, Warning: nt.Warning, Reason: nt.Reason, Message: nt.Message})
 	}
+}
+
+// granted waits until the cluster's EC2 budget, if there is one, grants
+// the job's calls: pods waiting for the job (nodestate's Urgent, read
+// afresh at every ask) go before warm-pool work. It is false only when
+// ctx ended.
+func (pt *ownerLoop) granted(ctx context.Context, j nodestate.Job) bool {
+	a := pt.a
+	calls := j.Calls()
+	if a.budget == nil || len(calls) == 0 {
+		return true
+	}
+	urgent := func() bool {
+		h := a.summary.Load()
+		return h != nil && slices.Contains(h.view.Urgent, j.ID)
+	}
+	return a.budget.Acquire(ctx, calls, urgent) == nil
 }
 
 // store writes checkpoints, one at a time: every change made while one

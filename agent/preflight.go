@@ -154,6 +154,23 @@ func (pt *starter) probe(ctx context.Context) introspect.IAMStatus {
 			unknown(action, err)
 		}
 	}
+	// A thousand agents starting together probe together, and EC2
+	// counts a DryRun against the action's request bucket: the budget,
+	// if any, grants the probe's calls as warm-pool work, after pods.
+	if a.budget != nil {
+		calls := []string{"DescribeNetworkInterfaces"}
+		for _, need := range a.neededFeatures(self.InstanceType) {
+			for _, action := range need.actions {
+				if !slices.Contains(calls, action) && len(calls) < 16 {
+					calls = append(calls, action)
+				}
+			}
+		}
+		if err := a.budget.Acquire(ctx, calls, func() bool { return false }); err != nil {
+			unknown("DescribeNetworkInterfaces", err)
+			return st
+		}
+	}
 	// The primary ENI's attachment, which Detach and Modify name.
 	var attachErr error
 	if enis, err := a.cloud.DescribeENIs(ctx, self.Primary.ID); err != nil {

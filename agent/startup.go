@@ -169,6 +169,14 @@ func (pt *starter) bootNode(ctx context.Context, x *executor.Executor) (*nodesta
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
 	if err := a.starter.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
+		// Every agent of a cluster restarting at once reads EC2 at once:
+		// the budget, if any, spaces the reads out (urgent: the node
+		// serves no pod until it has read EC2).
+		if a.budget != nil {
+			if err := a.budget.Acquire(ctx, []string{"DescribeNetworkInterfaces"}, func() bool { return true }); err != nil {
+				return err
+			}
+		}
 		at, err := x.Attached(ctx, nil)
 		boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
 		return err

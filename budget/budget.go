@@ -52,6 +52,11 @@ type Config struct {
 	// Floor is the lowest fraction of the granted rate AIMD goes down to.
 	// Default 0.1.
 	Floor float64
+	// Reserve is the fraction of each bucket's burst that warm-pool work
+	// may not take: kept for pods that start waiting later (default
+	// 0.5). Without it warm pools drain every token the moment it
+	// refills, and the next wave of pods finds an empty bucket.
+	Reserve float64
 }
 
 // DefaultConfig is the account's buckets for the actions vpcnet calls
@@ -103,6 +108,9 @@ func (c Config) Validate() error {
 	if c.Floor < 0 || c.Floor > 1 {
 		return fmt.Errorf("budget floor %v: must be between 0 and 1", c.Floor)
 	}
+	if c.Reserve < 0 || c.Reserve >= 1 {
+		return fmt.Errorf("budget reserve %v: must be at least 0 and below 1 (the share of each burst kept for waiting pods)", c.Reserve)
+	}
 	return nil
 }
 
@@ -132,8 +140,15 @@ type Grant struct {
 // Granted says the calls may be made (after Wait).
 func (g Grant) Granted() bool { return g.Deferred == 0 }
 
-// minDefer keeps deferred askers from coming back in a tight loop.
-const minDefer = 500 * time.Millisecond
+// A deferred asker comes back after the schedule's backlog, at least
+// minDefer (no tight loop) and at most maxDefer (its job may become
+// urgent meanwhile), spread over deferSpread by node so a thousand
+// deferred nodes do not come back in the same instant.
+const (
+	minDefer    = time.Second
+	maxDefer    = 10 * time.Second
+	deferSpread = time.Second
+)
 
 // Ledger is the cluster's schedule of EC2 calls, one per action, kept as
 // GCRA's theoretical arrival times: a grant is a slot in a virtual
@@ -142,6 +157,8 @@ const minDefer = 500 * time.Millisecond
 type Ledger struct {
 	cfg     Config
 	actions map[string]*action
+	// seq counts requests, to spread deferrals of one node over time.
+	seq uint64
 }
 
 // action is one EC2 action's schedule.
@@ -165,6 +182,9 @@ func New(cfg Config) *Ledger {
 	}
 	if cfg.Floor == 0 {
 		cfg.Floor = 0.1
+	}
+	if cfg.Reserve == 0 {
+		cfg.Reserve = 0.5
 	}
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -195,12 +215,14 @@ func (l *Ledger) rate(a *action, now time.Time) float64 {
 }
 
 // params are the action's gap between grants and how far ahead of now
-// its schedule may run before a call waits (its burst).
+// its schedule may run before a call waits (its burst). The burst is
+// measured at the full rate: a halved rate spaces grants further apart
+// but must not make the debt already booked worth fewer tokens.
 func (l *Ledger) params(a *action, now time.Time) (gap, tolerance time.Duration) {
-	refill := a.bucket.Refill * l.cfg.Margin * l.rate(a, now)
-	gap = time.Duration(float64(time.Second) / refill)
+	full := a.bucket.Refill * l.cfg.Margin
+	gap = time.Duration(float64(time.Second) / (full * l.rate(a, now)))
 	burst := max(float64(a.bucket.Burst)*l.cfg.Margin-1, 0)
-	return gap, time.Duration(burst * float64(gap))
+	return gap, time.Duration(burst * float64(time.Second) / full)
 }
 
 // throttle records EC2's refusal of an action: its rate halves, at most
@@ -216,8 +238,10 @@ func (l *Ledger) throttle(a *action, now time.Time) {
 
 // Reserve answers a request at now. An urgent request always gets a
 // slot, possibly in the future; any other is granted only when every
-// action has a slot free now, and otherwise told when to ask again.
+// action has a slot free now with the reserve left over, and otherwise
+// told when to ask again.
 func (l *Ledger) Reserve(now time.Time, r Request) Grant {
+	l.seq++
 	for _, name := range r.Throttled {
 		l.throttle(l.action(name), now)
 	}
@@ -228,6 +252,9 @@ func (l *Ledger) Reserve(now time.Time, r Request) Grant {
 	for _, name := range r.Actions {
 		a := l.action(name)
 		_, tol := l.params(a, now)
+		if !r.Urgent {
+			tol = time.Duration(float64(tol) * (1 - l.cfg.Reserve))
+		}
 		if s := maxTime(a.tat, now).Add(-tol); s.After(at) {
 			at = s
 		}
@@ -236,12 +263,15 @@ func (l *Ledger) Reserve(now time.Time, r Request) Grant {
 		for _, name := range r.Actions {
 			l.action(name).deferrals++
 		}
-		return Grant{Deferred: max(at.Sub(now), minDefer)}
+		return Grant{Deferred: min(max(at.Sub(now), minDefer), maxDefer) + spread(r.Node, l.seq)}
 	}
+	// Each action's slot is where the calls are made, at: an action
+	// whose own schedule had room sooner must not hand that room out
+	// again before at, or its calls would bunch up behind this one.
 	for _, name := range r.Actions {
 		a := l.action(name)
 		gap, _ := l.params(a, now)
-		a.tat = maxTime(a.tat, now).Add(gap)
+		a.tat = maxTime(a.tat, at).Add(gap)
 		a.grants++
 	}
 	return Grant{Wait: at.Sub(now)}
@@ -271,6 +301,17 @@ func (l *Ledger) Stats(now time.Time) []ActionStats {
 	}
 	slices.SortFunc(out, func(a, b ActionStats) int { return strings.Compare(a.Action, b.Action) })
 	return out
+}
+
+// spread is a deterministic share of deferSpread for node's seq-th
+// request (FNV-1a): the Ledger stays a pure function of its inputs.
+func spread(node string, seq uint64) time.Duration {
+	h := uint64(14695981039346656037) ^ seq
+	for i := 0; i < len(node); i++ {
+		h ^= uint64(node[i])
+		h *= 1099511628211
+	}
+	return time.Duration(h % uint64(deferSpread))
 }
 
 func maxTime(a, b time.Time) time.Time {

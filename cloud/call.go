@@ -41,6 +41,9 @@ func (c *Client) call(ctx context.Context, action string, fn func(context.Contex
 	}
 	code := metricCode(err)
 	c.metrics.errors.WithLabelValues(action, code).Inc()
+	if code == "RequestLimitExceeded" && c.onThrottled != nil {
+		c.onThrottled(action)
+	}
 	c.log.Debug("EC2 call failed", "action", action, "attempts", n, "code", code, "err", err)
 	return compactError(err, n)
 }

@@ -89,6 +89,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for the created-at tag. Nil means time.Now.
 	Now func() time.Time
+	// OnThrottled, when set, hears of every call EC2 answered
+	// RequestLimitExceeded in the end (after retries), by action: the
+	// cluster's budget controller is told, so it slows down.
+	OnThrottled func(action string)
 }
 
 // Client is the process's one EC2 and IMDS client. It is safe for
@@ -107,6 +111,7 @@ type Client struct {
 	metrics      *metrics
 	log          *slog.Logger
 	now          func() time.Time
+	onThrottled  func(action string)
 
 	// limitsMu guards limitsCache: instance types learned from EC2.
 	limitsMu    sync.Mutex
@@ -135,6 +140,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		metrics:      m,
 		log:          o.Logger,
 		now:          o.Now,
+		onThrottled:  o.OnThrottled,
 		limitsCache:  map[string]limits.Limits{},
 	}
 

@@ -67,6 +67,9 @@ type Config struct {
 	// Kubeconfig is a kubeconfig path; empty means in-cluster when
 	// KUBERNETES_SERVICE_HOST is set, else no Kubernetes.
 	Kubeconfig string
+	// BudgetLease is the budget controller's Lease, "NAMESPACE/NAME";
+	// empty: no controller, every node on its own EC2 budget.
+	BudgetLease string
 
 	// Leaked ENI collection.
 	DisableLeakedENICleanup bool

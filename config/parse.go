@@ -147,6 +147,7 @@ func bindAddr(v string) error {
 var (
 	dnsLabel     = `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
 	dnsSubdomain = regexp.MustCompile(`^` + dnsLabel + `(\.` + dnsLabel + `)*$`)
+	dnsLabelRE   = regexp.MustCompile(`^` + dnsLabel + `$`)
 	labelName    = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 	ifaceChars   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
@@ -173,6 +174,19 @@ func labelKey(v string) error {
 	}
 	if hasPrefix && (len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)) {
 		return errors.New(allowed)
+	}
+	return nil
+}
+
+// optionalLeaseRef is "" or NAMESPACE/NAME, each a DNS label (a Lease's
+// name may be a subdomain; vpcnet's is a label).
+func optionalLeaseRef(v string) error {
+	if v == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || len(ns) > 63 || !dnsLabelRE.MatchString(ns) || len(name) > 253 || !dnsSubdomain.MatchString(name) {
+		return errors.New("must be NAMESPACE/NAME of a Lease, such as kube-system/vpcnet-budget, or empty for none")
 	}
 	return nil
 }

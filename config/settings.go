@@ -103,6 +103,8 @@ var settings = []setting{
 		optionalLabelKey, func(c *Config) *string { return &c.StartupTaint }),
 	stringVar("VPCNET_KUBECONFIG", "", "Kubeconfig file for the Kubernetes API. Empty means the pod's service account when KUBERNETES_SERVICE_HOST is set, and otherwise no Kubernetes: node identity, Events, custom networking and the startup taint are off, as in the local cloud.",
 		optionalAbsPath, func(c *Config) *string { return &c.Kubeconfig }),
+	stringVar("VPCNET_BUDGET_LEASE", "", "The budget controller's Lease, as NAMESPACE/NAME (the chart's kube-system/vpcnet-budget): before calling EC2 the agent asks the controller that holds it, so the cluster's nodes together stay inside the account's EC2 request limits, pods waiting first. Empty, or no controller answering, means each node spends on its own (the agent then asks again after 30 s).",
+		optionalLeaseRef, func(c *Config) *string { return &c.BudgetLease }),
 }
 
 // maxENIVar reads MAX_ENI as the Amazon VPC CNI does: any value below 1

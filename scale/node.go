@@ -3,6 +3,7 @@ package scale
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/executor"
@@ -99,12 +100,11 @@ func (n *node) bootWith(granted bool) {
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
 	if r.budget != nil && !granted {
-		// The what-if grants start-up's EC2 read too.
-		r.budget.request(r, true, []string{"DescribeNetworkInterfaces"}, func() {
-			if n.gen == gen {
-				n.gen-- // boot numbers its run again
-				n.bootWith(true)
-			}
+		// Start-up's EC2 read asks the controller too, as urgent: the
+		// node serves no pod until it has read EC2.
+		r.budget.acquire(n, gen, []string{"DescribeNetworkInterfaces"}, func() bool { return true }, func() {
+			n.gen-- // boot numbers its run again
+			n.bootWith(true)
 		})
 		return
 	}
@@ -199,12 +199,8 @@ func (n *node) collect() {
 	}
 	for _, j := range rd.Jobs {
 		n.jobs++
-		if calls := jobCalls(j); r.budget != nil && len(calls) > 0 {
-			r.budget.request(r, n.podsWaiting(), calls, func() {
-				if n.gen == gen {
-					n.runJob(j, gen)
-				}
-			})
+		if calls := j.Calls(); r.budget != nil && len(calls) > 0 {
+			r.budget.acquire(n, gen, calls, func() bool { return n.urgent(j.ID) }, func() { n.runJob(j, gen) })
 			continue
 		}
 		n.runJob(j, gen)
@@ -237,6 +233,11 @@ func (n *node) runJob(j nodestate.Job, gen int) {
 			n.step(ev)
 		}
 	})
+}
+
+// urgent says pods wait for job id, as the agent's machine sees it.
+func (n *node) urgent(id uint64) bool {
+	return n.agent != nil && slices.Contains(n.agent.sm.Summary(n.r.now()).Urgent, id)
 }
 
 // podsWaiting says a pod of the node waits for an address.

@@ -49,8 +49,8 @@ type Report struct {
 	ENIs          int
 	// Wall is the run's wall time, when the caller measured it.
 	Wall time.Duration
-	// SharedBudget says the run modelled a cluster-wide grant queue.
-	SharedBudget bool
+	// Budget says the budget controller was installed.
+	Budget bool
 }
 
 // fill computes the figures at the end of the run.
@@ -126,8 +126,10 @@ func (r *run) lowerBound() time.Duration {
 func (rep *Report) Write(w io.Writer) {
 	per := func(k int) string { return fmt.Sprintf("%.2f", float64(k)/float64(rep.Nodes)) }
 	fmt.Fprintf(w, "#### %s: %s\n\n", rep.Scenario, rep.Summary)
-	if rep.SharedBudget {
-		fmt.Fprintf(w, "What-if: every node's calls granted by one cluster-wide queue at 90%% of EC2's refill (a model of the design, not vpcnetd's behaviour).\n\n")
+	if rep.Budget {
+		fmt.Fprintf(w, "With the budget controller: every node's EC2 calls granted by one budget.Ledger at 90%% of the account's buckets, pods waiting first.\n\n")
+	} else {
+		fmt.Fprintf(w, "Without the budget controller: every node on its own budget.\n\n")
 	}
 	fmt.Fprintf(w, "%d nodes (m5.xlarge), %d measured pods; buckets: mutating %d/%.0f per s, Describe %d/%.0f per s (per action); attach delay %s.\n\n",
 		rep.Nodes, rep.Pods, rep.Account.Mutating.Burst, rep.Account.Mutating.Refill, rep.Account.Describe.Burst, rep.Account.Describe.Refill, rep.Account.AttachDelay)

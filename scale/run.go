@@ -43,10 +43,10 @@ type Options struct {
 	// Settings override the agent's defaults (env var → value), as the
 	// DaemonSet's environment would.
 	Settings map[string]string
-	// SharedBudget runs every job through a model of a cluster-wide
-	// grant queue (see budget): a what-if for issue 15's point 4, not
-	// what vpcnetd does today.
-	SharedBudget bool
+	// Budget installs the budget controller (cmd/vpcnet-budget): every
+	// node asks it before a job calls EC2, as vpcnetd does when
+	// VPCNET_BUDGET_LEASE names a controller that answers.
+	Budget bool
 }
 
 // Scenario is a named way to load the account.
@@ -102,8 +102,8 @@ type run struct {
 	throttledWaits []time.Duration
 	// needed are the calls the measured phase needs at the least.
 	needed map[string]int
-	// budget is the shared grant queue, with Options.SharedBudget.
-	budget *budget
+	// budget is the budget controller, with Options.Budget.
+	budget *controller
 }
 
 func (r *run) now() time.Time { return r.clk.Now() }
@@ -189,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, SharedBudget: o.SharedBudget}
+	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget}
 	sc.play(r)
 	if r.err != nil {
 		return nil, r.err
@@ -280,8 +280,8 @@ func (r *run) measure() {
 		r.fatal(err)
 	}
 	r.start = r.now()
-	if r.opts.SharedBudget {
-		r.budget = newBudget(acc)
+	if r.opts.Budget {
+		r.budget = newController(acc)
 	}
 	r.lastAddr = time.Time{}
 	r.waits, r.throttledWaits, r.addFailures, r.booted = nil, nil, 0, 0

@@ -43,6 +43,9 @@ type transport struct {
 	mu        sync.Mutex // guards below
 	calls     map[string]int
 	throttled map[string]int
+	// unreported are the actions refused since the budget controller
+	// was last told.
+	unreported []string
 	// throttledAt are the times of RequestLimitExceeded answers, in order.
 	throttledAt []time.Time
 	total       int
@@ -83,6 +86,9 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if throttled {
 		t.throttled[action]++
 		t.throttledAt = append(t.throttledAt, t.now())
+		if !slices.Contains(t.unreported, action) {
+			t.unreported = append(t.unreported, action)
+		}
 	}
 	t.mu.Unlock()
 	return resp, nil
@@ -93,6 +99,15 @@ func (t *transport) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.total
+}
+
+// takeThrottled returns the actions refused since it was last called.
+func (t *transport) takeThrottled() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.unreported
+	t.unreported = nil
+	return out
 }
 
 // reset forgets the counts: a scenario measures from its burst on.

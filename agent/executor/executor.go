@@ -123,8 +123,11 @@ func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 		// IMDS first, before EC2: a change landing between the two reads
 		// then shows as a different digest next time.
 		digest := imdsDigest(ctx, x.Cloud)
-		if job.IMDSDigest != "" && digest == job.IMDSDigest {
-			return nodestate.ResyncResult{JobID: job.ID, IMDSDigest: digest, Unchanged: true}
+		if job.IMDSDigest != "" {
+			// A job that watches IMDS reads nothing else: the machine
+			// asks EC2 in a job of its own when IMDS changed.
+			same := digest == job.IMDSDigest
+			return nodestate.ResyncResult{JobID: job.ID, IMDSDigest: digest, Unchanged: same, Changed: !same}
 		}
 		at, err := x.Attached(ctx, job.Known)
 		return nodestate.ResyncResult{JobID: job.ID, ENIs: at.ENIs, Devices: at.Devices, Unmanaged: at.Unmanaged, IMDSDigest: digest, Err: err}
@@ -395,13 +398,13 @@ func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodesta
 		// IMDS first: it costs none of the account's EC2 budget, and
 		// once it shows the interface EC2 surely has attached it. It
 		// lags EC2, so the machine also asks EC2 once when the attach
-		// should be done (an empty MAC). An IMDS that cannot answer
-		// falls through to EC2.
+		// should be done (an empty MAC). When IMDS shows it, or cannot
+		// answer, the machine asks EC2 in a job of its own, which a
+		// cluster-wide budget grants (Job.Calls).
 		shown, err := x.Cloud.IMDSShowsMAC(ctx, job.MAC)
-		if err == nil && !shown {
-			res.NotYet, res.IMDSOnly = true, true
-			return res
-		}
+		res.NotYet, res.IMDSOnly = true, true
+		res.Shown, res.IMDSFailed = shown || err != nil, err != nil
+		return res
 	}
 	enis, err := x.Cloud.DescribeENIs(ctx, job.ENIID)
 	if err != nil {

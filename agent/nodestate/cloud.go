@@ -211,6 +211,11 @@ func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	if ev.Unchanged {
 		return // IMDS shows what it showed at the last EC2 read
 	}
+	if ev.Changed {
+		n.cloud.wantEC2 = true
+		n.cloud.startResync() // EC2 now, in a job a budget can grant
+		return
+	}
 	n.cloud.noteEC2(ev.Err)
 	if ev.Err != nil {
 		n.log.Warn("reading attached ENIs from EC2 failed; trying again at the next pass", "err", ev.Err)
@@ -517,6 +522,16 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		delete(n.cloud.attaching, j.ENIID)
 		n.cloud.lastGrowErr = fmt.Errorf("ENI %s not attached after %s", j.ENIID, n.cfg.AttachTimeout)
 		n.log.Error("ENI did not attach in time; a later read of EC2 adopts it if it does", "eni", j.ENIID, "waited", now.Sub(at.since).String())
+		return
+	}
+	if ev.Shown {
+		// IMDS shows the interface (or cannot answer, and is not
+		// watched any more): ask EC2 at once.
+		if ev.IMDSFailed {
+			at.mac = ""
+		}
+		j.MAC, at.askEC2 = "", time.Time{}
+		n.job(j)
 		return
 	}
 	if now.Sub(at.since) >= imdsAttachWatch {

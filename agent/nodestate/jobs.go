@@ -3,6 +3,8 @@ package nodestate
 import (
 	"slices"
 	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // jobTable tracks the jobs handed out and not yet answered, and those
@@ -81,3 +83,33 @@ func (t *jobTable) count(f func(Job) bool) int {
 }
 
 func kindIs(k JobKind) func(Job) bool { return func(j Job) bool { return j.Kind == k } }
+
+// Calls are the EC2 actions the job makes at most, each once, for a
+// cluster-wide budget (package budget) to grant before it runs. IMDS
+// reads are free and not listed: a confirm or resync that watches IMDS
+// first lists nothing, and asks EC2 once IMDS shows a change.
+func (j Job) Calls() []string {
+	switch j.Kind {
+	case JobResync, JobConfirmAttach:
+		if j.MAC != "" || j.IMDSDigest != "" {
+			return nil
+		}
+		return []string{"DescribeNetworkInterfaces"}
+	case JobSetDeleteOnTermination:
+		return []string{"ModifyNetworkInterfaceAttribute"}
+	case JobDeleteENI:
+		return []string{"DescribeNetworkInterfaces", "DeleteNetworkInterface"}
+	case JobAction:
+		switch j.Action.Kind {
+		case ipam.AttachENI:
+			return []string{"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute"}
+		case ipam.AssignBlocks:
+			return []string{"AssignPrivateIpAddresses"}
+		case ipam.ReleaseBlocks:
+			return []string{"DescribeNetworkInterfaces", "UnassignPrivateIpAddresses"}
+		case ipam.DetachENI:
+			return []string{"DescribeNetworkInterfaces", "DetachNetworkInterface"}
+		}
+	}
+	return nil
+}

@@ -59,6 +59,9 @@ type Node struct {
 	unmanaged unmanaged
 	// frag is the prefix fallback on a fragmented subnet.
 	frag fallback
+	// urgentJobs are the jobs in flight that pods wait for (markUrgent),
+	// sorted.
+	urgentJobs []uint64
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -124,6 +127,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	// dropped as stale stay, nothing new is added, so one write settles it.
 	n.dur.version = 1
 	n.planner.plan(now)
+	n.planner.markUrgent(now)
 	n.dur.persist(now)
 	return n, nil
 }
@@ -198,6 +202,7 @@ func (n *Node) afterStep(now time.Time) {
 	n.reqs.expireWaiters(now)
 	n.cloud.periodic(now)
 	n.planner.plan(now)
+	n.planner.markUrgent(now)
 	n.dur.persist(now)
 }
 

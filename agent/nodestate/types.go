@@ -168,7 +168,11 @@ type ResyncResult struct {
 	// Unchanged says IMDS still showed Job.IMDSDigest, so EC2 was not
 	// read: ENIs, Devices and Unmanaged are empty and mean nothing.
 	Unchanged bool
-	Err       error
+	// Changed says IMDS no longer shows Job.IMDSDigest and EC2 was not
+	// read either: the machine asks EC2 in a job of its own, which a
+	// cluster-wide budget can grant (Job.Calls).
+	Changed bool
+	Err     error
 }
 
 // HostResult is the host's pod routes.
@@ -215,7 +219,11 @@ type AttachResult struct {
 	NotYet bool
 	// IMDSOnly says the answer came from IMDS alone (no EC2 call).
 	IMDSOnly bool
-	Err      error
+	// Shown says IMDS shows the interface, or could not answer: EC2 is
+	// to be asked now, in a job of its own (which a cluster-wide budget
+	// can grant, see Job.Calls). IMDSFailed says IMDS could not answer.
+	Shown, IMDSFailed bool
+	Err               error
 }
 
 // DOTResult answers JobSetDeleteOnTermination.

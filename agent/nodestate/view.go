@@ -54,6 +54,9 @@ type View struct {
 	// PrefixFallback is set while the node grows by single addresses
 	// because the subnet is fragmented for prefixes.
 	PrefixFallback *PrefixFallback
+	// Urgent are the jobs in flight that pods wait for, sorted: a
+	// cluster-wide EC2 budget grants them before warm-pool work.
+	Urgent []uint64
 	// MaxENIs is the instance's ENI limit on network card 0 less the
 	// slots unmanaged interfaces hold: what the pool may attach.
 	MaxENIs int
@@ -85,6 +88,7 @@ func (n *Node) View(now time.Time) View {
 		CheckpointVersion: n.dur.version,
 		Written:           n.dur.written,
 		ENIConfigOK:       n.cloud.eniCfgOK,
+		Urgent:            slices.Clone(n.urgentJobs),
 		ENIConfigMessage:  n.cloud.eniCfgMsg,
 		InFlight:          len(n.jobs.inFlight),
 		Unmanaged:         slices.Clone(n.unmanaged.enis),
@@ -139,6 +143,7 @@ func (n *Node) Summary(now time.Time) View {
 		Quarantined: quarantinedAddrs(n.host.quarantined),
 		Stale:       slices.Clone(n.stale),
 		ENIConfigOK: n.cloud.eniCfgOK,
+		Urgent:      slices.Clone(n.urgentJobs),
 	}
 	v.PrefixFallback = n.frag.view()
 	return v

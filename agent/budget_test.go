@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/budget"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
+	"github.com/vpcnet/vpcnet/clock"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// controller is a budget controller serving a real Ledger over HTTP,
+// counting what it granted.
+type controller struct {
+	url string
+
+	mu       sync.Mutex // guards below
+	granted  map[string]int
+	urgent   map[string]int
+	requests int
+}
+
+func newController(t *testing.T) *controller {
+	c := &controller{granted: map[string]int{}, urgent: map[string]int{}}
+	srv := budgetapi.NewServer(budget.New(budget.DefaultConfig()), clock.Real{}, budgetapi.ServerOptions{
+		Observe: func(r budget.Request, g budget.Grant) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.requests++
+			if !g.Granted() {
+				return
+			}
+			for _, a := range r.Actions {
+				c.granted[a]++
+				if r.Urgent {
+					c.urgent[a]++
+				}
+			}
+		},
+	})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	c.url = strings.TrimPrefix(hs.URL, "http://")
+	return c
+}
+
+func (c *controller) count(m map[string]int, action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m[action]
+}
+
+// TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController: with a
+// controller, the agent asks it before each job's EC2 calls and before
+// start-up's read, and the ENI its waiting pods need is asked for as
+// urgent.
+func TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController(t *testing.T) {
+	w := newWorld(t)
+	ctl := newController(t)
+	n := w.node("i-node1", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1", "VPCNET_ADD_WAIT": "20s"})
+	n.budget = budgetapi.NewClient(budgetapi.ClientOptions{Node: "i-node1",
+		Endpoint: func(context.Context) (string, error) { return ctl.url, nil }})
+	a := n.start(t)
+	a.waitReady(t)
+	// An m5.large holds 9 pods on its primary ENI: the tenth and later
+	// need a second ENI while they wait.
+	var wg sync.WaitGroup
+	for i := range 14 {
+		wg.Go(func() {
+			if _, err := a.Add(context.Background(), key(i), pod(i)); err != nil {
+				t.Errorf("add %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, action := range []string{"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute", "AssignPrivateIpAddresses", "DescribeNetworkInterfaces"} {
+		calls, granted := w.callCount(action), ctl.count(ctl.granted, action)
+		if action != "DescribeNetworkInterfaces" && calls == 0 {
+			t.Errorf("no %s call; the test meant to make the pool grow", action)
+		}
+		if calls > granted {
+			t.Errorf("%s: %d calls made, %d granted by the controller", action, calls, granted)
+		}
+	}
+	if ctl.count(ctl.urgent, "CreateNetworkInterface") == 0 {
+		t.Errorf("the ENI waiting pods needed was not asked for as urgent")
+	}
+}
+
+// TestWithoutAControllerTheAgentServesOnItsOwn: a controller that is not
+// there (not installed, no leader) must not stop a node from growing.
+func TestWithoutAControllerTheAgentServesOnItsOwn(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1"})
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	n.budget = budgetapi.NewClient(budgetapi.ClientOptions{Node: "i-node1",
+		Endpoint: func(context.Context) (string, error) {
+			return "", errors.New(`lease kube-system/vpcnet-budget not found`)
+		},
+		Observe: func(o string, _ time.Duration) { mu.Lock(); outcomes[o]++; mu.Unlock() },
+	})
+	a := n.start(t)
+	a.waitReady(t)
+	for i := range 12 {
+		if _, err := a.Add(context.Background(), key(i), pod(i)); err != nil {
+			t.Fatalf("add %d without a controller: %v", i, err)
+		}
+	}
+	a.settle(t, func(st ipam.Stats) bool { return st.Assigned == 12 })
+	mu.Lock()
+	defer mu.Unlock()
+	if outcomes[budgetapi.Alone] == 0 || outcomes[budgetapi.Granted] != 0 {
+		t.Errorf("outcomes %v; want every ask to go alone", outcomes)
+	}
+}

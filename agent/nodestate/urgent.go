@@ -1,0 +1,59 @@
+package nodestate
+
+import (
+	"slices"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// markUrgent lists the jobs in flight that pods wait for, so a
+// cluster-wide EC2 budget (package budget) can grant them before jobs
+// that only fill the warm pool. Of the ENIs being attached, as many as
+// the waiting demand needs on its own are urgent, oldest job first: a
+// node that started a warm ENI before its pods came needs that one for
+// them now. Assigns, attachment confirmations and EC2 reads are urgent
+// while demand waits; releases, detaches and deletes never are.
+func (x *planner) markUrgent(now time.Time) {
+	n := x.n
+	n.urgentJobs = n.urgentJobs[:0]
+	if n.reqs.demandCount() == 0 || len(n.jobs.inFlight) == 0 {
+		return
+	}
+	var attaches []uint64
+	for id, j := range n.jobs.inFlight {
+		switch {
+		case j.Kind == JobAction && j.Action.Kind == ipam.AttachENI:
+			attaches = append(attaches, id)
+		case j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks,
+			j.Kind == JobConfirmAttach, j.Kind == JobResync:
+			n.urgentJobs = append(n.urgentJobs, id)
+		}
+	}
+	if len(attaches) > 0 {
+		slices.Sort(attaches)
+		need := x.demandAttaches(now) - len(n.cloud.attaching)
+		n.urgentJobs = append(n.urgentJobs, attaches[:max(0, min(need, len(attaches)))]...)
+	}
+	slices.Sort(n.urgentJobs)
+}
+
+// demandAttaches is how many ENIs the waiting demand alone needs attached
+// beyond the pool's attached ENIs: the plan with no warm target and no
+// attachment under way counted.
+func (x *planner) demandAttaches(now time.Time) int {
+	n := x.n
+	snap := n.pool.Snapshot(now)
+	x.countRestartCoolingAsFree(&snap)
+	snap.Waiting = n.reqs.demandCount()
+	cfg := n.frag.planConfig(n.cloud.plan, now)
+	cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
+	acts, _ := ipam.Plan(snap, cfg, x.limits(), now)
+	k := 0
+	for _, a := range acts {
+		if a.Kind == ipam.AttachENI {
+			k++
+		}
+	}
+	return k
+}
