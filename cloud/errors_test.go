@@ -85,3 +85,24 @@ func TestAPIErrorNamesAttemptsWhenRetried(t *testing.T) {
 		t.Errorf("error reads %q", err)
 	}
 }
+
+// TestAThrottledCallIsReportedToOnThrottled: the budget controller is
+// told of RequestLimitExceeded answers (after the SDK's retries), and of
+// nothing else.
+func TestAThrottledCallIsReportedToOnThrottled(t *testing.T) {
+	code := "RequestLimitExceeded"
+	f := &fakeEC2{reply: func(int, url.Values) (int, string) {
+		return 503, ec2Error(code, "Request limit exceeded.")
+	}}
+	var heard []string
+	c, _ := newFakeClient(t, f, func(o *Options) {
+		o.MaxAttempts = 2
+		o.OnThrottled = func(action string) { heard = append(heard, action) }
+	})
+	_ = c.DeleteENI(context.Background(), "eni-1")
+	code = "InvalidNetworkInterfaceID.NotFound"
+	_ = c.DeleteENI(context.Background(), "eni-2")
+	if len(heard) != 1 || heard[0] != "DeleteNetworkInterface" {
+		t.Fatalf("OnThrottled heard %v; want [DeleteNetworkInterface] once", heard)
+	}
+}

@@ -1,8 +1,6 @@
 package scale
 
 import (
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/vpcnet/vpcnet/budget"
@@ -42,9 +40,6 @@ func (c *controller) acquire(n *node, gen int, actions []string, urgent func() b
 			return
 		}
 		g := c.l.Reserve(r.now(), budget.Request{Node: n.id, Actions: actions, Urgent: urgent(), Throttled: n.tr.takeThrottled()})
-		if os.Getenv("BUDGET_TRACE") != "" {
-			fmt.Fprintf(os.Stderr, "%6.2f %s urgent=%v %v wait=%v defer=%v\n", r.now().Sub(r.start).Seconds(), n.id, urgent(), actions, g.Wait, g.Deferred)
-		}
 		d := g.Wait
 		if !g.Granted() {
 			d = g.Deferred

@@ -101,6 +101,47 @@ func TestScenariosSmall(t *testing.T) {
 	}
 }
 
+// TestTheBudgetControllerKeepsAJoinInsideTheAccountsLimits: 60 nodes
+// join at once, more than the account's burst of creates. On their own
+// the agents are refused and their pods wait while they are; with the
+// budget controller no call is refused, no pod waits on a refusal, and
+// the last pod has its address sooner.
+func TestTheBudgetControllerKeepsAJoinInsideTheAccountsLimits(t *testing.T) {
+	simtest.IsolateAWSEnv(t)
+	t.Setenv("AWS_CA_BUNDLE", "")
+	run := func(withBudget bool) *Report {
+		rep, err := Run(context.Background(), Options{Scenario: "join", Nodes: 60, Seed: 1, Budget: withBudget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Unaddressed != 0 {
+			t.Fatalf("budget %v: %d pods without an address", withBudget, rep.Unaddressed)
+		}
+		return rep
+	}
+	alone, shared := run(false), run(true)
+	if total(alone.Throttled) == 0 {
+		t.Fatalf("without the controller no call was refused; the test needs a join that overruns the account")
+	}
+	if total(shared.Throttled) != 0 || shared.ThrottledPods != 0 {
+		t.Errorf("with the controller: refusals %v, %d pods waited on one; want none", shared.Throttled, shared.ThrottledPods)
+	}
+	if shared.LastAddress >= alone.LastAddress {
+		t.Errorf("last pod addressed after %v with the controller, %v without; want sooner", shared.LastAddress, alone.LastAddress)
+	}
+	if c := shared.Calls["CreateNetworkInterface"]; c > 3*60 {
+		t.Errorf("%d creates for 60 nodes with the controller; each needs 2 for its pods and 1 warm", c)
+	}
+}
+
+func total(m map[string]int) int {
+	k := 0
+	for _, v := range m {
+		k += v
+	}
+	return k
+}
+
 func TestUnknownScenario(t *testing.T) {
 	_, err := Run(context.Background(), Options{Scenario: "nope"})
 	if err == nil || !strings.Contains(err.Error(), "join") {

@@ -1,0 +1,225 @@
+package budgetapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/budget"
+	"github.com/vpcnet/vpcnet/clock"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestTheServerRefusesBadRequestsWithAReason(t *testing.T) {
+	leading := true
+	srv := NewServer(budget.New(budget.DefaultConfig()), clock.NewManual(t0), ServerOptions{
+		Leading: func() bool { return leading },
+		Authorize: func(_ context.Context, tok string) error {
+			if tok != "agent-token" {
+				return errors.New("token of system:serviceaccount:default:intruder: not an agent")
+			}
+			return nil
+		},
+	})
+	tests := []struct {
+		name, method, path, token, body string
+		notLeading                      bool
+		code                            int
+		want                            string
+	}{
+		{"granted", "POST", ReservePath, "agent-token", `{"node":"n1","actions":["CreateNetworkInterface"],"urgent":true}`, false, 200, `"waitMs":0`},
+		{"GET", "GET", ReservePath, "agent-token", ``, false, 405, "use POST"},
+		{"other path", "POST", "/v1/other", "agent-token", `{}`, false, 404, ""},
+		{"no token", "POST", ReservePath, "", `{"node":"n1"}`, false, 401, "missing bearer token"},
+		{"wrong token", "POST", ReservePath, "x", `{"node":"n1"}`, false, 403, "not an agent"},
+		{"not leading", "POST", ReservePath, "agent-token", `{"node":"n1"}`, true, 503, "not the leader"},
+		{"garbage", "POST", ReservePath, "agent-token", `{"node":`, false, 400, "decode request"},
+		{"unknown field", "POST", ReservePath, "agent-token", `{"node":"n1","tokens":5}`, false, 400, "unknown field"},
+		{"two objects", "POST", ReservePath, "agent-token", `{"node":"n1"}{"node":"n2"}`, false, 400, "more than one"},
+		{"no node", "POST", ReservePath, "agent-token", `{"actions":["CreateTags"]}`, false, 400, "names no node"},
+		{"bad action", "POST", ReservePath, "agent-token", `{"node":"n1","actions":["rm -rf"]}`, false, 400, "not an EC2 action"},
+		{"too large", "POST", ReservePath, "agent-token", `{"node":"` + strings.Repeat("n", MaxRequestBytes) + `"}`, false, 400, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leading = !tt.notLeading
+			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
+			if tt.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.token)
+			}
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.want) {
+				t.Fatalf("%d %q; want %d and a body containing %q", rec.Code, rec.Body.String(), tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// fakeController answers asks with scripted grants and records them.
+type fakeController struct {
+	mu      sync.Mutex // guards below
+	asks    []budget.Request
+	answers []budget.Grant
+	fail    bool
+}
+
+func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeRequest(r.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil || f.fail {
+		http.Error(w, "broken", http.StatusInternalServerError)
+		return
+	}
+	f.asks = append(f.asks, req)
+	g := budget.Grant{}
+	if len(f.answers) > 0 {
+		g, f.answers = f.answers[0], f.answers[1:]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(AnswerOf(g))
+}
+
+func (f *fakeController) recorded() []budget.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asks)
+}
+
+// TestTheClientWaitsAsToldAndAsksAgainWhenDeferred: a deferred job asks
+// again after the deferral, with its urgency read afresh; a granted one
+// waits the grant's wait on the client's clock; refusals EC2 gave are
+// reported once.
+func TestTheClientWaitsAsToldAndAsksAgainWhenDeferred(t *testing.T) {
+	f := &fakeController{answers: []budget.Grant{{Deferred: 2 * time.Second}, {Wait: 3 * time.Second}}}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+	c.Throttled("CreateNetworkInterface")
+	var urgent sync.Mutex
+	isUrgent := false
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() bool {
+			urgent.Lock()
+			defer urgent.Unlock()
+			return isUrgent
+		})
+	}()
+	armed := func(at time.Time) func() bool {
+		return func() bool { due, ok := clk.NextDue(); return ok && due.Equal(at) }
+	}
+	waitFor(t, armed(t0.Add(2*time.Second)))
+	urgent.Lock()
+	isUrgent = true // pods came while the job was deferred
+	urgent.Unlock()
+	clk.Advance(2 * time.Second)
+	waitFor(t, armed(t0.Add(5*time.Second)))
+	select {
+	case <-done:
+		t.Fatal("Acquire returned before the grant's wait")
+	default:
+	}
+	clk.Advance(3 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	asks := f.recorded()
+	if asks[0].Urgent || !asks[1].Urgent {
+		t.Errorf("urgency asked %v then %v; want false then true", asks[0].Urgent, asks[1].Urgent)
+	}
+	if !slices.Equal(asks[0].Throttled, []string{"CreateNetworkInterface"}) || len(asks[1].Throttled) != 0 {
+		t.Errorf("throttled reported %v then %v; want once, in the first ask", asks[0].Throttled, asks[1].Throttled)
+	}
+}
+
+// TestWithoutAControllerTheClientStepsAsideForAWhile: a failed ask lets
+// the job go at once, later asks go at once without trying for the
+// Alone period, and then the controller is looked up again.
+func TestWithoutAControllerTheClientStepsAsideForAWhile(t *testing.T) {
+	f := &fakeController{fail: true}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	lookups := 0
+	var outcomes []string
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk, Alone: 30 * time.Second,
+		Endpoint: func(context.Context) (string, error) {
+			lookups++
+			return strings.TrimPrefix(hs.URL, "http://"), nil
+		},
+		Observe: func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
+	never := func() bool { return false }
+	for range 3 {
+		if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lookups != 1 || len(f.recorded()) != 0 {
+		t.Fatalf("%d lookups; want 1 (then alone for 30 s)", lookups)
+	}
+	f.mu.Lock()
+	f.fail = false
+	f.mu.Unlock()
+	clk.Advance(31 * time.Second)
+	if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
+		t.Fatal(err)
+	}
+	if lookups != 2 || len(f.recorded()) != 1 {
+		t.Fatalf("after 31 s: %d lookups, %d asks; want the controller looked up and asked again", lookups, len(f.recorded()))
+	}
+	if want := []string{Alone, Alone, Alone, Granted}; !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes %v; want %v", outcomes, want)
+	}
+}
+
+func TestHolderIdentityRoundTrips(t *testing.T) {
+	hp, err := HolderEndpoint(HolderIdentity("vpcnet-budget-7d9f-x2", "10.0.3.17:61680"))
+	if err != nil || hp != "10.0.3.17:61680" {
+		t.Fatalf("HolderEndpoint = %q, %v", hp, err)
+	}
+	for _, bad := range []string{"", "vpcnet-budget-7d9f-x2", "pod 10.0.3.17"} {
+		if _, err := HolderEndpoint(bad); err == nil {
+			t.Errorf("HolderEndpoint(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"node":"n1","actions":["CreateNetworkInterface"],"urgent":true,"throttled":["AttachNetworkInterface"]}`))
+	f.Add([]byte(`{"node":""}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRequest(strings.NewReader(string(b)))
+		if err != nil {
+			return
+		}
+		if Validate(r) != nil {
+			t.Fatalf("decodeRequest accepted an invalid request %+v", r)
+		}
+		budget.New(budget.DefaultConfig()).Reserve(t0, r) // never panics
+	})
+}
+
+// waitFor waits for the client's goroutine to reach cond (a timer armed
+// on the manual clock); the outcome never depends on the wall clock.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
