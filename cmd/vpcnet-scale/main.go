@@ -41,7 +41,7 @@ func run() error {
 	flag.Uint64Var(&o.Seed, "seed", 1, "seed of the run's random choices")
 	flag.DurationVar(&o.Steady, "steady", 0, "steady: how long the idle cluster is watched (0: 1h)")
 	flag.DurationVar(&o.Churn, "churn", 0, "churn: how long pods are replaced (0: 10m)")
-	flag.BoolVar(&o.Budget, "budget", false, "install the budget controller: every node asks it before calling EC2 (the chart's default; without it each node spends on its own)")
+	flag.BoolVar(&o.Budget, "budget", true, "run the budget controller, as the chart installs it: every node asks it before calling EC2; --budget=false: each node spends on its own")
 	flag.StringVar(&settings, "set", "", "agent settings as NAME=VALUE,... (e.g. WARM_IP_TARGET=5)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
