@@ -67,6 +67,9 @@ type Config struct {
 	// Kubeconfig is a kubeconfig path; empty means in-cluster when
 	// KUBERNETES_SERVICE_HOST is set, else no Kubernetes.
 	Kubeconfig string
+	// BudgetLease is the budget controller's Lease, "namespace/name";
+	// empty: no controller.
+	BudgetLease string
 
 	// Leaked ENI collection.
 	DisableLeakedENICleanup bool

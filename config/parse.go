@@ -159,6 +159,18 @@ func nodeName(v string) error {
 	return nil
 }
 
+// optionalLeaseRef accepts "" or NAMESPACE/NAME of an object.
+func optionalLeaseRef(v string) error {
+	if v == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || len(ns) > 63 || len(name) > 253 || !dnsSubdomain.MatchString(ns) || !dnsSubdomain.MatchString(name) || strings.Contains(ns, ".") {
+		return errors.New("must be NAMESPACE/NAME of a Lease, such as kube-system/vpcnet-budget")
+	}
+	return nil
+}
+
 // labelKey accepts a Kubernetes label, annotation or taint key: an
 // optional DNS subdomain prefix and a slash, then a name of up to 63
 // characters.

@@ -103,6 +103,8 @@ var settings = []setting{
 		optionalLabelKey, func(c *Config) *string { return &c.StartupTaint }),
 	stringVar("VPCNET_KUBECONFIG", "", "Kubeconfig file for the Kubernetes API. Empty means the pod's service account when KUBERNETES_SERVICE_HOST is set, and otherwise no Kubernetes: node identity, Events, custom networking and the startup taint are off, as in the local cloud.",
 		optionalAbsPath, func(c *Config) *string { return &c.Kubeconfig }),
+	stringVar("VPCNET_BUDGET_LEASE", "", "The budget controller's Lease, as NAMESPACE/NAME (the manifests install kube-system/vpcnet-budget): the agent asks its leader before calling EC2, so the cluster stays within the account's request limits. Empty, or no leader, means the agent calls EC2 on its own per-node budget.",
+		optionalLeaseRef, func(c *Config) *string { return &c.BudgetLease }),
 }
 
 // maxENIVar reads MAX_ENI as the Amazon VPC CNI does: any value below 1
