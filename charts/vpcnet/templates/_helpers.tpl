@@ -7,6 +7,11 @@ objects identical to deploy/vpcnet.yaml.
 app.kubernetes.io/name: vpcnet
 {{- end }}
 
+{{/* Labels of the budget controller's objects and its Deployment's selector. */}}
+{{- define "vpcnet.budgetLabels" -}}
+app.kubernetes.io/name: vpcnet-budget
+{{- end }}
+
 {{/*
 vpcnet.image is the image reference; the tag defaults to the chart's
 appVersion.
@@ -46,6 +51,9 @@ the agent applies its defaults itself, so a default value needs no variable.
 {{- fail (printf "env.%s is not a vpcnetd setting (docs/settings.md lists them); put other variables in extraEnv" $name) }}
 {{- end }}
 {{- $v := include "vpcnet.envValue" $value }}
+{{- if and (eq $name "VPCNET_BUDGET_LEASE") $.Values.budget.enabled (ne $v "") }}
+{{- fail "env.VPCNET_BUDGET_LEASE: with budget.enabled the chart points the agents at its own controller's Lease; set budget.enabled=false to name another" }}
+{{- end }}
 {{- if and (ne $v "") (ne $v (index $defaults $name)) }}
 - name: {{ $name }}
   value: {{ $v | quote }}
