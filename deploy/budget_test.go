@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -179,4 +181,31 @@ func agentEnv(m manifestSet, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestChartKnowsEveryBudgetSetting: budget.env takes exactly the
+// controller's settings the chart does not set itself.
+func TestChartKnowsEveryBudgetSetting(t *testing.T) {
+	data, err := os.ReadFile(chartDir + "/templates/_helpers.tpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`define "vpcnet.budgetSettings" -}}\n\[([^\]]*)\]`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("_helpers.tpl defines no vpcnet.budgetSettings list")
+	}
+	var got []string
+	for _, f := range strings.Split(string(m[1]), ",") {
+		got = append(got, strings.TrimSpace(f))
+	}
+	setByChart := []string{"POD_NAME", "POD_NAMESPACE", "POD_IP", "VPCNET_BUDGET_LISTEN_PORT", "VPCNET_BUDGET_LEASE"}
+	var want []string
+	for _, v := range controller.Variables() {
+		if !slices.Contains(setByChart, v.Name) {
+			want = append(want, v.Name)
+		}
+	}
+	if missing, extra := diff(want, got); len(missing)+len(extra) > 0 {
+		t.Errorf("vpcnet.budgetSettings lacks %v and has %v that the controller does not read", missing, extra)
+	}
 }

@@ -90,6 +90,12 @@ func Run(ctx context.Context, o Options) error {
 	if rc.UserAgent == "" {
 		rc.UserAgent = "vpcnet-budget"
 	}
+	// client-go's default (5 a second) would queue the TokenReviews of
+	// agents arriving together past their 2 s patience, and they would
+	// all go alone.
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 50, 100
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client for %s: %w", rc.Host, err)

@@ -13,6 +13,14 @@ app.kubernetes.io/name: vpcnet-budget
 {{- end }}
 
 {{/*
+vpcnet.budgetSettings are the budget controller's settings budget.env may
+set (docs/settings.md; a test in deploy/ keeps the list whole).
+*/}}
+{{- define "vpcnet.budgetSettings" -}}
+[VPCNET_BUDGET_LEASE_DURATION, VPCNET_BUDGET_RENEW_DEADLINE, VPCNET_BUDGET_RETRY_PERIOD, VPCNET_BUDGET_MARGIN, VPCNET_BUDGET_BUCKETS, VPCNET_BUDGET_CLIENTS, VPCNET_BUDGET_KUBECONFIG]
+{{- end }}
+
+{{/*
 vpcnet.image is the image reference; the tag defaults to the chart's
 appVersion.
 */}}
