@@ -2,7 +2,8 @@
 #
 # vpcnet's image: vpcnetd (the agent, the entrypoint), the vpcnet CNI plugin
 # and vpcnet-install (the DaemonSet's init container copies the plugin onto
-# the node), vpcnetctl for `kubectl exec`, and the reference portmap plugin,
+# the node), vpcnet-budget (the EC2 budget controller's Deployment runs it),
+# vpcnetctl for `kubectl exec`, and the reference portmap plugin,
 # which the CNI configuration chains and vpcnet-install puts on nodes that
 # lack it. Static binaries on distroless, root variant: the agent needs root
 # for netlink, nftables and its host paths.
@@ -25,7 +26,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -ldflags="-s -w" -o /out/ ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-install ./cmd/vpcnetctl
+    go build -ldflags="-s -w" -o /out/ ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-install ./cmd/vpcnet-budget ./cmd/vpcnetctl
 # portmap is built from its own module, so vpcnet's go.mod need not carry
 # its dependencies. go install puts a cross-compiled binary in
 # bin/GOOS_GOARCH; find copes with both layouts.

@@ -145,7 +145,7 @@ kube-bins:
 
 # The vpcnet image holds what the Dockerfile puts in it.
 build-image-bins: build-sim
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/vpcnet-install
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/vpcnet-install ./cmd/vpcnet-budget
 
 # cluster-test runs the end-to-end tests on real kubelets
 # (simcluster/kubecluster): a Deployment over two nodes, pod to pod, a

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/vpcnet/vpcnet/budget/controller"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/settings.md from the settings table")
@@ -42,6 +44,19 @@ func settingsDoc() []byte {
 	b.WriteString("| Variable | Accepted | Instead |\n|---|---|---|\n")
 	for _, r := range Refusals() {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Name, r.Accepted, strings.ReplaceAll(r.Instead, "|", `\|`))
+	}
+	b.WriteString("\n# vpcnet-budget settings\n\n")
+	b.WriteString("The EC2 budget controller (the `vpcnet-budget` Deployment, package budget/controller) reads these\n")
+	b.WriteString("from its environment when it starts, and refuses to start if any is invalid, one line per bad\n")
+	b.WriteString("variable; so does a `VPCNET_BUDGET_` variable that is none of them. The manifests set the\n")
+	b.WriteString("first three from the downward API and leave the rest at their defaults (the chart: `budget.env`).\n\n")
+	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
+	for _, v := range controller.Variables() {
+		def := "(empty)"
+		if v.Default != "" {
+			def = "`" + v.Default + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, strings.ReplaceAll(v.Meaning, "|", `\|`))
 	}
 	return b.Bytes()
 }

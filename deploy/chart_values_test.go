@@ -33,8 +33,8 @@ func TestChartValues(t *testing.T) {
 			name: "a setting at its default sets no variable",
 			args: []string{"--set", "env.WARM_ENI_TARGET=1", "--set", "env.AWS_VPC_K8S_CNI_EXTERNALSNAT=false"},
 			check: func(t *testing.T, m manifestSet, cfg config.Config) {
-				if env := envNames(m); len(env) != 1 {
-					t.Errorf("env %v, want only MY_NODE_NAME", env)
+				if env := envNames(m); len(env) != 2 {
+					t.Errorf("env %v, want only MY_NODE_NAME and VPCNET_BUDGET_LEASE", env)
 				}
 			},
 		},
@@ -106,6 +106,44 @@ func TestChartValues(t *testing.T) {
 			check: func(t *testing.T, m manifestSet, cfg config.Config) {
 				if got := m.sa.Annotations["eks.amazonaws.com/role-arn"]; got != "arn:aws:iam::111122223333:role/vpcnet" {
 					t.Errorf("ServiceAccount role annotation %q", got)
+				}
+			},
+		},
+		{
+			name: "budget controller off: no controller, no Lease for the agent",
+			args: []string{"--set", "budget.enabled=false"},
+			check: func(t *testing.T, m manifestSet, cfg config.Config) {
+				if m.budget.any() || cfg.BudgetLease != "" {
+					t.Errorf("budget objects %+v and agent VPCNET_BUDGET_LEASE %q, want none", m.budget, cfg.BudgetLease)
+				}
+			},
+		},
+		{
+			name: "budget controller on another port, with raised EC2 limits",
+			args: []string{"--set", "budget.port=7000", "--set", "budget.env.VPCNET_BUDGET_BUCKETS=CreateNetworkInterface=200/10"},
+			check: func(t *testing.T, m manifestSet, cfg config.Config) {
+				_, s := budgetSettings(t, m.budget.deploy)
+				if s.Port != 7000 || s.Budget.Buckets["CreateNetworkInterface"].Burst != 200 {
+					t.Errorf("controller on port %d with buckets %v", s.Port, s.Budget.Buckets)
+				}
+			},
+		},
+		{
+			name:    "a misspelt budget setting is refused by name",
+			args:    []string{"--set", "budget.env.VPCNET_BUDGET_MARGN=0.5"},
+			wantErr: "budget.env.VPCNET_BUDGET_MARGN",
+		},
+		{
+			name:    "the budget controller's Lease is the chart's",
+			args:    []string{"--set", "env.VPCNET_BUDGET_LEASE=other/lease"},
+			wantErr: "env.VPCNET_BUDGET_LEASE",
+		},
+		{
+			name: "another budget Lease with the controller off",
+			args: []string{"--set", "budget.enabled=false", "--set", "env.VPCNET_BUDGET_LEASE=kube-system/vpcnet-budget"},
+			check: func(t *testing.T, m manifestSet, cfg config.Config) {
+				if cfg.BudgetLease != "kube-system/vpcnet-budget" {
+					t.Errorf("agent VPCNET_BUDGET_LEASE %q", cfg.BudgetLease)
 				}
 			},
 		},

@@ -33,9 +33,13 @@ func TestPlainManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkManifests(t, m, nil)
+	if !m.budget.complete() {
+		t.Error("deploy/vpcnet.yaml does not install the budget controller")
+	}
 	t.Run("only what cannot default is set", func(t *testing.T) {
 		for _, e := range m.container(agentContainer).Env {
-			if e.ValueFrom == nil {
+			// VPCNET_BUDGET_LEASE names the controller this file installs.
+			if e.ValueFrom == nil && e.Name != "VPCNET_BUDGET_LEASE" {
 				t.Errorf("%s=%q is set; deploy/vpcnet.yaml leaves every setting at the agent's default so the defaults live in one place (config)", e.Name, e.Value)
 			}
 		}
@@ -62,6 +66,7 @@ func checkManifests(t *testing.T, m manifestSet, extraEnv []string) {
 	t.Run("plugin install", func(t *testing.T) { checkInstall(t, m) })
 	t.Run("security", func(t *testing.T) { checkSecurity(t, m) })
 	t.Run("resources", func(t *testing.T) { checkResources(t, m) })
+	t.Run("budget controller", func(t *testing.T) { checkBudget(t, m) })
 }
 
 // agentConfig is the configuration the agent would load from the

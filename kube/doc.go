@@ -28,6 +28,10 @@
 //	""                     events      create, patch  Events on pods and on the Node (core/v1, client-go's record broadcaster)
 //	crd.k8s.amazonaws.com  eniconfigs  list, watch    custom networking only: the informer on the node's ENIConfig (fieldSelector metadata.name)
 //
+// and, in the budget controller's namespace (a Role, not the ClusterRole):
+//
+//	coordination.k8s.io    leases      get            the budget controller's Lease only (resourceNames), to find its leader (budget.go)
+//
 // and, as a non-resource URL, get on /version: the reachability probe while
 // the API server is failing. The default system:public-info-viewer role
 // grants it to everyone, so the ClusterRole needs no rule for it.

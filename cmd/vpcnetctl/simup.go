@@ -65,9 +65,9 @@ func (f clusterFlags) kubeOptions(opts simcluster.Options) (kubecluster.Options,
 	if _, err := os.Stat(filepath.Join(repo, "deploy", "vpcnet.yaml")); err != nil {
 		return kubecluster.Options{}, fmt.Errorf("--repo %s is not a vpcnet checkout (no deploy/vpcnet.yaml): %w", repo, err)
 	}
-	for _, b := range []string{"vpcnet-install", "vpcnetctl"} {
+	for _, b := range []string{"vpcnet-install", "vpcnet-budget", "vpcnetctl"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return kubecluster.Options{}, fmt.Errorf("%s is not in %s, and the vpcnet image needs it (run `make build-sim`): %w", b, opts.BinDir, err)
+			return kubecluster.Options{}, fmt.Errorf("%s is not in %s, and the vpcnet image needs it (run `make build-image-bins`): %w", b, opts.BinDir, err)
 		}
 	}
 	return kubecluster.Options{Sim: opts, Bins: bins, RepoRoot: repo, Logger: opts.Logger}, nil

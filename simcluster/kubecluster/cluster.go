@@ -392,8 +392,9 @@ func (c *Cluster) InstallVpcnet(ctx context.Context) error {
 }
 
 // LocalManifest is deploy/vpcnet.yaml for the local cloud: every
-// container of the vpcnet DaemonSet uses VpcnetImage, and the agent's
-// container gets env (KEY=VALUE) added. Nothing else changes.
+// container of the vpcnet DaemonSet and of the vpcnet-budget Deployment
+// uses VpcnetImage, and the agent's container gets env (KEY=VALUE) added.
+// Nothing else changes.
 func LocalManifest(manifest []byte, env []string) ([]byte, error) {
 	objs, err := kubetest.Decode(manifest)
 	if err != nil {
@@ -405,6 +406,11 @@ func LocalManifest(manifest []byte, env []string) ([]byte, error) {
 		if o.GetKind() == "DaemonSet" && o.GetName() == "vpcnet" {
 			found = true
 			if err := localDaemonSet(o, env); err != nil {
+				return nil, err
+			}
+		}
+		if o.GetKind() == "Deployment" && o.GetName() == "vpcnet-budget" {
+			if err := localDaemonSet(o, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -422,14 +428,17 @@ func LocalManifest(manifest []byte, env []string) ([]byte, error) {
 
 func localDaemonSet(o *unstructured.Unstructured, env []string) error {
 	for _, field := range []string{"initContainers", "containers"} {
-		list, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+		list, found, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
 		if err != nil {
 			return err
+		}
+		if !found {
+			continue
 		}
 		for i, item := range list {
 			ctr, ok := item.(map[string]any)
 			if !ok {
-				return fmt.Errorf("DaemonSet %s[%d] is not an object", field, i)
+				return fmt.Errorf("%s %s[%d] is not an object", o.GetKind(), field, i)
 			}
 			ctr["image"] = VpcnetImage
 			if field == "containers" && ctr["name"] == "vpcnet" {

@@ -25,7 +25,7 @@ import (
 // Environment of the cluster tests; `make cluster-test` sets both.
 const (
 	envKubeBin = "VPCNET_KUBE_BIN_DIR" // bin/kube: hack/kube-build.sh's programs
-	envSimBin  = "VPCNET_SIM_BIN_DIR"  // bin: vpcnetd, vpcnet, vpcnet-install, vpcnetctl, portmap
+	envSimBin  = "VPCNET_SIM_BIN_DIR"  // bin: vpcnetd, vpcnet, vpcnet-install, vpcnet-budget, vpcnetctl, portmap
 )
 
 const testTopology = `

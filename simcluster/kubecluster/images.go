@@ -31,7 +31,7 @@ const (
 // entrypoint, run as root. TestImageMatchesDockerfile keeps the two in step.
 var VpcnetImageSpec = ImageSpec{
 	Dir:        "/usr/local/bin",
-	Programs:   []string{"portmap", "vpcnet", "vpcnet-install", "vpcnetctl", "vpcnetd"},
+	Programs:   []string{"portmap", "vpcnet", "vpcnet-budget", "vpcnet-install", "vpcnetctl", "vpcnetd"},
 	Entrypoint: []string{"/usr/local/bin/vpcnetd"},
 	User:       "0:0",
 }
@@ -46,7 +46,7 @@ type ImageSpec struct {
 
 // buildImages writes the three images as docker archives into dir, which
 // `ctr images import` reads. binDir holds vpcnet's programs (make
-// build-sim and vpcnet-install); the pause and test programs are built
+// build-image-bins); the pause and test programs are built
 // here from this repository.
 func buildImages(ctx context.Context, dir, binDir, repoRoot string) (map[string]string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {

@@ -7,6 +7,19 @@ objects identical to deploy/vpcnet.yaml.
 app.kubernetes.io/name: vpcnet
 {{- end }}
 
+{{/* Labels of the budget controller's objects and its Deployment's selector. */}}
+{{- define "vpcnet.budgetLabels" -}}
+app.kubernetes.io/name: vpcnet-budget
+{{- end }}
+
+{{/*
+vpcnet.budgetSettings are the budget controller's settings budget.env may
+set (docs/settings.md; a test in deploy/ keeps the list whole).
+*/}}
+{{- define "vpcnet.budgetSettings" -}}
+[VPCNET_BUDGET_LEASE_DURATION, VPCNET_BUDGET_RENEW_DEADLINE, VPCNET_BUDGET_RETRY_PERIOD, VPCNET_BUDGET_MARGIN, VPCNET_BUDGET_BUCKETS, VPCNET_BUDGET_CLIENTS, VPCNET_BUDGET_KUBECONFIG]
+{{- end }}
+
 {{/*
 vpcnet.image is the image reference; the tag defaults to the chart's
 appVersion.
@@ -46,6 +59,9 @@ the agent applies its defaults itself, so a default value needs no variable.
 {{- fail (printf "env.%s is not a vpcnetd setting (docs/settings.md lists them); put other variables in extraEnv" $name) }}
 {{- end }}
 {{- $v := include "vpcnet.envValue" $value }}
+{{- if and (eq $name "VPCNET_BUDGET_LEASE") $.Values.budget.enabled (ne $v "") }}
+{{- fail "env.VPCNET_BUDGET_LEASE: with budget.enabled the chart points the agents at its own controller's Lease; set budget.enabled=false to name another" }}
+{{- end }}
 {{- if and (ne $v "") (ne $v (index $defaults $name)) }}
 - name: {{ $name }}
   value: {{ $v | quote }}

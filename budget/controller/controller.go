@@ -1,0 +1,240 @@
+// Package controller is vpcnet-budget, the cluster's EC2 budget
+// controller (issue 15): replicas of a Deployment elect a leader with a
+// Lease; the leader serves a budget.Ledger to the agents over HTTP
+// (budgetapi) and writes where it listens into the Lease, where agents
+// look it up; the others answer 503 until they lead. Agents prove who
+// they are with their service account token, which the controller checks
+// with a TokenReview.
+//
+// The controller holds no state worth keeping: a new leader starts an
+// empty schedule, and an agent that cannot reach any leader calls EC2 on
+// its own budget, as it does with no controller installed.
+//
+// # API access (for the Role and ClusterRole in deploy/vpcnet.yaml)
+//
+//	apiGroup               resource      verbs                 why
+//	coordination.k8s.io    leases        get, update           leader election on the Lease (resourceNames: its name)
+//	coordination.k8s.io    leases        create                the first replica creates the Lease
+//	""                     events        create                "became leader" and "stopped leading" on the Lease
+//	authentication.k8s.io  tokenreviews  create                who is the agent asking (cluster-scoped: a ClusterRole)
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/vpcnet/vpcnet/budget"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
+	"github.com/vpcnet/vpcnet/clock"
+)
+
+// Options configure Run.
+type Options struct {
+	Settings Settings
+	// REST reaches the API server.
+	REST *rest.Config
+	Log  *slog.Logger
+	// Clock is the ledger's time; nil means the wall clock.
+	Clock clock.Clock
+	// Registry receives the metrics served on /metrics; nil means a new
+	// one.
+	Registry *prometheus.Registry
+	// Listener, when set, is served instead of listening on
+	// Settings.Port; the Lease then names its port (tests).
+	Listener net.Listener
+	// ShutdownTimeout bounds the wait for requests in flight after ctx
+	// ends; default 5 s.
+	ShutdownTimeout time.Duration
+}
+
+// Run serves until ctx ends: it takes part in the election, answers
+// agents while it leads, and on the way out releases the Lease (so
+// another replica takes over at once) before it stops serving. It
+// returns an error only when it cannot start.
+func Run(ctx context.Context, o Options) error {
+	s := o.Settings
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 5 * time.Second
+	}
+	if err := s.Budget.Validate(); err != nil {
+		return err
+	}
+	rc := rest.CopyConfig(o.REST)
+	if rc.UserAgent == "" {
+		rc.UserAgent = "vpcnet-budget"
+	}
+	// client-go's default (5 a second) would queue the TokenReviews of
+	// agents arriving together past their 2 s patience, and they would
+	// all go alone.
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 50, 100
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client for %s: %w", rc.Host, err)
+	}
+
+	ln := o.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", ":"+strconv.Itoa(s.Port)); err != nil {
+			return fmt.Errorf("listen (VPCNET_BUDGET_LISTEN_PORT=%d): %w", s.Port, err)
+		}
+	}
+	defer ln.Close()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.Port = tcp.Port
+	}
+	identity := budgetapi.HolderIdentity(s.Pod, s.Endpoint())
+
+	var leading, observed atomic.Bool
+	ledger := budget.New(s.Budget)
+	var srv *budgetapi.Server
+	m, err := newMetrics(reg, s.Budget, func() []budget.ActionStats { return srv.Stats() })
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	authz := NewAuthorizer(cs.AuthenticationV1().TokenReviews(), AuthorizerOptions{Allowed: s.Clients, Now: clk.Now})
+	srv = budgetapi.NewServer(ledger, clk, budgetapi.ServerOptions{
+		Leading:   leading.Load,
+		Authorize: countedAuth(authz.Authorize, m, log),
+		Observe:   m.observe,
+	})
+
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Lease},
+		Client:    cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{
+			Identity:      identity,
+			EventRecorder: &leaseEvents{events: cs.CoreV1().Events(s.Namespace), pod: s.Pod, now: clk.Now, log: log},
+		},
+		Labels: map[string]string{"app.kubernetes.io/name": "vpcnet-budget"},
+	}
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(s.RenewDeadline)
+	lec := leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   s.LeaseDuration,
+		RenewDeadline:   s.RenewDeadline,
+		RetryPeriod:     s.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            "vpcnet-budget",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				leading.Store(true)
+				m.leader.Set(1)
+				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())
+			},
+			OnStoppedLeading: func() {
+				if leading.Swap(false) {
+					log.Info("stopped leading", "lease", s.Namespace+"/"+s.Lease)
+				}
+				m.leader.Set(0)
+			},
+			OnNewLeader: func(holder string) {
+				observed.Store(true)
+				if holder != identity {
+					log.Info("following", "leader", holder)
+				}
+			},
+		},
+	}
+	if _, err := leaderelection.NewLeaderElector(lec); err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(budgetapi.ReservePath, srv)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := watchdog.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !observed.Load() {
+			http.Error(w, "not ready: the Lease "+s.Namespace+"/"+s.Lease+" has not been read yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "identity", identity, "lease", s.Namespace+"/"+s.Lease)
+
+	// The election: a replica that lost the Lease (its renewal failed)
+	// stands again.
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(lec)
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err) // checked above; cannot happen
+		}
+		watchdog.SetLeaderElection(le)
+		le.Run(ctx) // returns once it stops leading, the Lease released when ctx ended
+		if ctx.Err() == nil {
+			log.Warn("lost the Lease; standing again", "lease", s.Namespace+"/"+s.Lease)
+		}
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	log.Info("stopped")
+	return err
+}
+
+// countedAuth counts authorize's answers and logs refusals.
+func countedAuth(authorize func(context.Context, string) error, m *metrics, log *slog.Logger) func(context.Context, string) error {
+	return func(ctx context.Context, token string) error {
+		err := authorize(ctx, token)
+		switch {
+		case err == nil:
+			m.auth.WithLabelValues("allowed").Inc()
+		case errors.Is(err, errReviewFailed):
+			m.auth.WithLabelValues("error").Inc()
+			log.Warn("cannot check an agent's token", "err", err)
+		default:
+			m.auth.WithLabelValues("refused").Inc()
+			log.Info("refused an agent", "err", err)
+		}
+		return err
+	}
+}
