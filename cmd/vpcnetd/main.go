@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/vpcnet/vpcnet/agent"
@@ -45,9 +46,22 @@ func main() {
 func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	k, rc, err := kubeLayer(cfg, log)
+	if err != nil {
+		return err
+	}
+	bc, err := budgetClient(cfg, rc, reg, log)
+	if err != nil {
+		return err
+	}
+	var onThrottled func(string)
+	var budget agent.Budget // nil unless a controller is named: an interface holding a nil client is not nil
+	if bc != nil {
+		onThrottled, budget = bc.Throttled, bc
+	}
 	c, err := cloud.New(ctx, cloud.Options{
 		EC2Endpoint: cfg.EC2Endpoint, IMDSEndpoint: cfg.IMDSEndpoint, ClusterName: cfg.ClusterName,
-		CallTimeout: cfg.EC2CallTimeout, Registerer: reg, Logger: log,
+		CallTimeout: cfg.EC2CallTimeout, Registerer: reg, Logger: log, OnThrottled: onThrottled,
 	})
 	if err != nil {
 		return fmt.Errorf("EC2 client: %w", err)
@@ -56,11 +70,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	k, err := kubeLayer(cfg, log)
-	if err != nil {
-		return err
-	}
-	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, Kube: k, Logger: log, Registerer: reg, Gatherer: reg})
+	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, Kube: k, Budget: budget, Logger: log, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		return err
 	}
@@ -85,18 +95,19 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 // kubeLayer connects to the API server the settings and the environment
-// name, or returns agent.NoKube when they name none (the local cloud).
-func kubeLayer(cfg config.Config, log *slog.Logger) (agent.Kube, error) {
+// name, or returns agent.NoKube and a nil config when they name none (the
+// local cloud).
+func kubeLayer(cfg config.Config, log *slog.Logger) (agent.Kube, *rest.Config, error) {
 	rc, source, err := kube.RESTConfig(cfg.Kubeconfig, os.LookupEnv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if rc == nil {
 		if cfg.CustomNetwork {
-			return nil, errors.New("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=true reads the node's ENIConfig from the Kubernetes API, and none is configured: run vpcnetd in the cluster or set VPCNET_KUBECONFIG")
+			return nil, nil, errors.New("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=true reads the node's ENIConfig from the Kubernetes API, and none is configured: run vpcnetd in the cluster or set VPCNET_KUBECONFIG")
 		}
 		log.Info("no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): node identity, Events, custom networking and the startup taint are off")
-		return agent.NoKube{}, nil
+		return agent.NoKube{}, nil, nil
 	}
 	// client-go logs through klog; send it where everything else goes.
 	klog.SetSlogLogger(log.With("component", "client-go"))
@@ -110,8 +121,8 @@ func kubeLayer(cfg config.Config, log *slog.Logger) (agent.Kube, error) {
 		StartupTaint: cfg.StartupTaint, Hostname: hostname, Source: source, Logger: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client (%s): %w", source, err)
+		return nil, nil, fmt.Errorf("kubernetes client (%s): %w", source, err)
 	}
-	log.Info("Kubernetes API configured", "source", source, "node", cfg.NodeName, "customNetworking", cfg.CustomNetwork)
-	return k, nil
+	log.Info("Kubernetes API configured", "source", source, "node", cfg.NodeName, "customNetworking", cfg.CustomNetwork, "budgetLease", cfg.BudgetLease)
+	return k, rc, nil
 }

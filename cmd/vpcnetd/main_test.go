@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vpcnet/vpcnet/agent"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/kube"
 )
@@ -28,12 +31,17 @@ current-context: x
 		name    string
 		env     map[string]string
 		want    string // the layer's type
+		budget  bool   // a budget controller client is made
 		wantErr string
 	}{
-		{"nothing configured: the local cloud runs without Kubernetes", nil, "agent.NoKube", ""},
-		{"a kubeconfig", map[string]string{"VPCNET_KUBECONFIG": kubeconfig, "MY_NODE_NAME": "n1"}, "*kube.Client", ""},
-		{"custom networking needs the API", map[string]string{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "true"}, "",
+		{"nothing configured: the local cloud runs without Kubernetes", nil, "agent.NoKube", false, ""},
+		{"a kubeconfig", map[string]string{"VPCNET_KUBECONFIG": kubeconfig, "MY_NODE_NAME": "n1"}, "*kube.Client", false, ""},
+		{"a kubeconfig and the budget controller's Lease", map[string]string{"VPCNET_KUBECONFIG": kubeconfig, "MY_NODE_NAME": "n1",
+			"VPCNET_BUDGET_LEASE": "kube-system/vpcnet-budget"}, "*kube.Client", true, ""},
+		{"custom networking needs the API", map[string]string{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "true"}, "", false,
 			"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=true reads the node's ENIConfig from the Kubernetes API, and none is configured"},
+		{"the budget controller's Lease needs the API", map[string]string{"VPCNET_BUDGET_LEASE": "kube-system/vpcnet-budget"}, "", false,
+			"VPCNET_BUDGET_LEASE=kube-system/vpcnet-budget names the budget controller's Lease, which is read from the Kubernetes API, and none is configured"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +49,11 @@ current-context: x
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, err := kubeLayer(cfg, slog.New(slog.DiscardHandler))
+			k, rc, err := kubeLayer(cfg, slog.New(slog.DiscardHandler))
+			var bc *budgetapi.Client
+			if err == nil {
+				bc, err = budgetClient(cfg, rc, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("kubeLayer = %v, want an error saying %q", err, tt.wantErr)
@@ -60,6 +72,9 @@ current-context: x
 			}
 			if got != tt.want {
 				t.Errorf("layer %T, want %s", k, tt.want)
+			}
+			if (bc != nil) != tt.budget {
+				t.Errorf("budget client %v, want one: %v", bc, tt.budget)
 			}
 		})
 	}
