@@ -159,6 +159,9 @@ type Ledger struct {
 	actions map[string]*action
 	// seq counts requests, to spread deferrals of one node over time.
 	seq uint64
+	// term is when this Ledger's term as the cluster's schedule began
+	// (StartTerm); zero if it never took over from another.
+	term time.Time
 }
 
 // action is one EC2 action's schedule.
@@ -200,6 +203,10 @@ func (l *Ledger) action(name string) *action {
 			b = l.cfg.Default
 		}
 		a = &action{bucket: b, factor: 1}
+		if !l.term.IsZero() {
+			gap, tol := l.params(a, l.term)
+			a.tat = l.term.Add(tol + gap) // empty at the term's start
+		}
 		l.actions[name] = a
 	}
 	return a
@@ -234,6 +241,18 @@ func (l *Ledger) throttle(a *action, now time.Time) {
 		return
 	}
 	a.factor, a.decreased = max(r/2, l.cfg.Floor), now
+}
+
+// StartTerm says this Ledger takes over the cluster's schedule at now
+// from another (a new leader after a failover): the previous one may
+// have granted every bucket's burst just before it stopped, so each
+// bucket is taken as empty at now and refills from there.
+func (l *Ledger) StartTerm(now time.Time) {
+	l.term = now
+	for _, a := range l.actions {
+		gap, tol := l.params(a, now)
+		a.tat = maxTime(a.tat, now.Add(tol+gap))
+	}
 }
 
 // Reserve answers a request at now. An urgent request always gets a

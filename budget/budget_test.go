@@ -188,6 +188,29 @@ func TestThrottlingHalvesTheRateAndRecoveryWinsItBack(t *testing.T) {
 	}
 }
 
+// A new leader cannot know what the last one granted just before it
+// stopped: its term starts with every bucket taken as empty.
+func TestANewTermStartsWithTheBucketsSpent(t *testing.T) {
+	l := New(DefaultConfig())
+	create := []string{"CreateNetworkInterface"}
+	l.Reserve(t0, Request{Node: "n", Actions: []string{"AttachNetworkInterface"}, Urgent: true}) // an action seen before the term
+	l.StartTerm(t0)
+	gap := time.Second * 2 / 9 // 4.5 a second
+	for _, acts := range [][]string{create, {"AttachNetworkInterface"}} {
+		g := l.Reserve(t0, Request{Node: "n", Actions: acts, Urgent: true})
+		if d := g.Wait - gap; d < -time.Millisecond || d > time.Millisecond {
+			t.Errorf("%v: first grant of the term waits %v; want one gap (%v): no burst", acts, g.Wait, gap)
+		}
+	}
+	// The burst comes back as the bucket refills: after 20 s, all 90.
+	later := t0.Add(20 * time.Second)
+	for i := range 89 {
+		if g := l.Reserve(later, Request{Node: "n", Actions: create, Urgent: true}); g.Wait != 0 {
+			t.Fatalf("20 s into the term, grant %d waits %v; want the refilled burst at once", i, g.Wait)
+		}
+	}
+}
+
 func TestConfigValidationNamesTheField(t *testing.T) {
 	tests := []struct {
 		name   string

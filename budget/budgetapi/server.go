@@ -61,6 +61,14 @@ func (s *Server) Reserve(r budget.Request) budget.Grant {
 	return g
 }
 
+// StartTerm tells the ledger it takes over the schedule now (see
+// budget.Ledger.StartTerm): call it when this replica starts leading.
+func (s *Server) StartTerm() {
+	s.mu.Lock()
+	s.ledger.StartTerm(s.clk.Now())
+	s.mu.Unlock()
+}
+
 // Stats is the ledger's schedule now.
 func (s *Server) Stats() []budget.ActionStats {
 	s.mu.Lock()

@@ -146,6 +146,7 @@ func Run(ctx context.Context, o Options) error {
 		Name:            "vpcnet-budget",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
+				srv.StartTerm() // the last leader may have spent every burst
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())
