@@ -59,6 +59,10 @@ type Budget interface {
 	// each time it is asked, whether pods wait for them. It fails only
 	// when ctx ends.
 	Acquire(ctx context.Context, actions []string, urgent func() bool) error
+	// Pressure reports the subnets EC2 found out of addresses and
+	// answers which of subnets are nearly full (none without a
+	// controller).
+	Pressure(ctx context.Context, subnets, exhausted []string) []string
 }
 
 // Agent is one node's vpcnetd.

@@ -95,6 +95,33 @@ func (pt *ownerLoop) granted(ctx context.Context, j nodestate.Job) bool {
 	return a.budget.Acquire(ctx, calls, urgent) == nil
 }
 
+// watchPressure asks the budget controller, every reconcile interval,
+// which of the pool's subnets are nearly full, reporting those EC2 found
+// out of addresses, and tells the machine when the answer changes.
+func (pt *ownerLoop) watchPressure(ctx context.Context) {
+	a := pt.a
+	var last []string
+	for clock.Sleep(a.clk, a.cfg.ReconcileInterval, ctx.Done()) {
+		h := a.summary.Load()
+		if h == nil {
+			continue
+		}
+		p := a.budget.Pressure(ctx, h.view.Subnets, h.view.Exhausted)
+		if slices.Equal(p, last) {
+			continue
+		}
+		if len(p) > 0 {
+			a.log.Warn("subnet nearly full: keeping no warm pool and giving back addresses pods do not use", "subnets", p)
+		} else if len(last) > 0 {
+			a.log.Info("subnet pressure over: warm pool targets back in force")
+		}
+		last = p
+		if !a.loop.send(ctx, nodestate.SubnetPressure{Subnets: p}) {
+			return
+		}
+	}
+}
+
 // store writes checkpoints, one at a time: every change made while one
 // is written rides the next, so concurrent Adds share an fsync.
 func (pt *ownerLoop) store(ctx context.Context, in <-chan nodestate.Persist) {

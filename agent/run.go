@@ -57,6 +57,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.loop.own(ctx, n, x)
 	}()
 	a.bridge.bridgeKube(ctx, &wg)
+	if a.budget != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.loop.watchPressure(ctx)
+		}()
+	}
 
 	var srv *agentapi.Server
 	if err := a.starter.step("serve the plugin socket", func() error {

@@ -52,6 +52,9 @@ type Config struct {
 	// Floor is the lowest fraction of the granted rate AIMD goes down to.
 	// Default 0.1.
 	Floor float64
+	// PressureHold is how long a subnet stays under pressure after a
+	// node last found it out of addresses. Default 10 min.
+	PressureHold time.Duration
 	// Reserve is the fraction of each bucket's burst that warm-pool work
 	// may not take: kept for pods that start waiting later (default
 	// 0.5). Without it warm pools drain every token the moment it
@@ -126,6 +129,12 @@ type Request struct {
 	// node's last request: the account is busier than the schedule
 	// assumes.
 	Throttled []string `json:"throttled,omitempty"`
+	// Subnets are the subnets the node's pool uses: the answer says
+	// which of them are under pressure.
+	Subnets []string `json:"subnets,omitempty"`
+	// Exhausted are subnets EC2 lately refused to give the node
+	// addresses in, for want of any (InsufficientFreeAddressesInSubnet).
+	Exhausted []string `json:"exhausted,omitempty"`
 }
 
 // Grant answers a Request.
@@ -135,6 +144,10 @@ type Grant struct {
 	// Deferred, when not zero, says the request was not granted (warm
 	// pool work while the schedule is full): ask again after this long.
 	Deferred time.Duration
+	// Pressure are the request's Subnets that some node found out of
+	// addresses within Config.PressureHold: nodes on them keep no warm
+	// pool and give back what their pods do not use.
+	Pressure []string
 }
 
 // Granted says the calls may be made (after Wait).
@@ -162,6 +175,8 @@ type Ledger struct {
 	// term is when this Ledger's term as the cluster's schedule began
 	// (StartTerm); zero if it never took over from another.
 	term time.Time
+	// pressure holds, per subnet, until when it is under pressure.
+	pressure map[string]time.Time
 }
 
 // action is one EC2 action's schedule.
@@ -189,10 +204,13 @@ func New(cfg Config) *Ledger {
 	if cfg.Reserve == 0 {
 		cfg.Reserve = 0.5
 	}
+	if cfg.PressureHold <= 0 {
+		cfg.PressureHold = 10 * time.Minute
+	}
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Ledger{cfg: cfg, actions: map[string]*action{}}
+	return &Ledger{cfg: cfg, actions: map[string]*action{}, pressure: map[string]time.Time{}}
 }
 
 func (l *Ledger) action(name string) *action {
@@ -260,6 +278,30 @@ func (l *Ledger) StartTerm(now time.Time) {
 // action has a slot free now with the reserve left over, and otherwise
 // told when to ask again.
 func (l *Ledger) Reserve(now time.Time, r Request) Grant {
+	g := l.reserve(now, r)
+	g.Pressure = l.underPressure(now, r)
+	return g
+}
+
+// underPressure records the subnets r found exhausted and answers which
+// of r's subnets are under pressure.
+func (l *Ledger) underPressure(now time.Time, r Request) []string {
+	for _, s := range r.Exhausted {
+		l.pressure[s] = now.Add(l.cfg.PressureHold)
+	}
+	var out []string
+	for s, until := range l.pressure {
+		if !now.Before(until) {
+			delete(l.pressure, s)
+		} else if slices.Contains(r.Subnets, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (l *Ledger) reserve(now time.Time, r Request) Grant {
 	l.seq++
 	for _, name := range r.Throttled {
 		l.throttle(l.action(name), now)

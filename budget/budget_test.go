@@ -211,6 +211,33 @@ func TestANewTermStartsWithTheBucketsSpent(t *testing.T) {
 	}
 }
 
+// A subnet one node found out of addresses is under pressure for every
+// node on it, for PressureHold after the last such report.
+func TestASubnetFoundExhaustedIsUnderPressureForEveryNodeOnIt(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PressureHold = 10 * time.Minute
+	l := New(cfg)
+	if g := l.Reserve(t0, Request{Node: "a", Subnets: []string{"subnet-1"}}); len(g.Pressure) != 0 {
+		t.Fatalf("pressure %v before any report", g.Pressure)
+	}
+	l.Reserve(t0, Request{Node: "a", Subnets: []string{"subnet-1"}, Exhausted: []string{"subnet-1"}})
+	for _, tt := range []struct {
+		node    string
+		subnets []string
+		at      time.Duration
+		want    []string
+	}{
+		{"b", []string{"subnet-1", "subnet-2"}, time.Minute, []string{"subnet-1"}},
+		{"c", []string{"subnet-2"}, time.Minute, nil},
+		{"b", []string{"subnet-1"}, 10 * time.Minute, nil},
+	} {
+		g := l.Reserve(t0.Add(tt.at), Request{Node: tt.node, Subnets: tt.subnets})
+		if !slices.Equal(g.Pressure, tt.want) {
+			t.Errorf("node %s on %v at +%v: pressure %v; want %v", tt.node, tt.subnets, tt.at, g.Pressure, tt.want)
+		}
+	}
+}
+
 func TestConfigValidationNamesTheField(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -1,8 +1,10 @@
 package scale
 
 import (
+	"slices"
 	"time"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/budget"
 )
 
@@ -56,4 +58,23 @@ func (c *controller) acquire(n *node, gen int, actions []string, urgent func() b
 		})
 	}
 	r.q.at(r.now().Add(controllerRTT/2), ask)
+}
+
+// watchPressure is the agent's pressure loop (agent/loop.go): every
+// reconcile interval the node reports the subnets EC2 found out of
+// addresses and learns which of its subnets are nearly full; a change
+// goes to the machine.
+func (c *controller) watchPressure(n *node, gen int, last []string) {
+	r := n.r
+	r.q.at(r.now().Add(r.cfg.ReconcileInterval), func() {
+		if n.gen != gen || n.agent == nil {
+			return
+		}
+		v := n.agent.sm.Summary(r.now())
+		p := c.l.Reserve(r.now(), budget.Request{Node: n.id, Subnets: v.Subnets, Exhausted: v.Exhausted}).Pressure
+		if !slices.Equal(p, last) {
+			n.step(nodestate.SubnetPressure{Subnets: p})
+		}
+		c.watchPressure(n, gen, p)
+	})
 }

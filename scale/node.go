@@ -145,6 +145,9 @@ func (n *node) bootWith(granted bool) {
 		n.upAt = r.now()
 		r.booted++
 		n.collect()
+		if r.budget != nil {
+			r.budget.watchPressure(n, gen, nil)
+		}
 		// Pods kubelet held back while the agent was down ask now.
 		for _, p := range n.sortedPods() {
 			if p.req == 0 && p.state == podAdding {

@@ -282,6 +282,11 @@ func (r *run) measure() {
 	r.start = r.now()
 	if r.opts.Budget {
 		r.budget = newController(acc)
+		for _, n := range r.nodes {
+			if n.agent != nil {
+				r.budget.watchPressure(n, n.gen, nil)
+			}
+		}
 	}
 	r.lastAddr = time.Time{}
 	r.waits, r.throttledWaits, r.addFailures, r.booted = nil, nil, 0, 0

@@ -134,6 +134,33 @@ func TestTheBudgetControllerKeepsAJoinInsideTheAccountsLimits(t *testing.T) {
 	}
 }
 
+// TestSubnetPressureGivesAFullSubnetsAddressesToWaitingPods: 25 nodes
+// on a subnet too small for every warm pool, with pod churn. On their
+// own, nodes that cannot grow leave pods without an address while other
+// nodes hold idle ones; with the controller's subnet-pressure mode every
+// pod gets one.
+func TestSubnetPressureGivesAFullSubnetsAddressesToWaitingPods(t *testing.T) {
+	simtest.IsolateAWSEnv(t)
+	t.Setenv("AWS_CA_BUNDLE", "")
+	run := func(withBudget bool) *Report {
+		rep, err := Run(context.Background(), Options{Scenario: "churn", Nodes: 25, Seed: 1, Churn: time.Minute, Budget: withBudget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	alone, shared := run(false), run(true)
+	if alone.Unaddressed == 0 {
+		t.Fatalf("without the controller every pod got an address; the test needs a subnet the warm pools overrun")
+	}
+	if shared.Unaddressed != 0 {
+		t.Errorf("with the controller %d pods have no address at the end; want none", shared.Unaddressed)
+	}
+	if shared.IdleAddresses >= alone.IdleAddresses {
+		t.Errorf("idle addresses at the end: %d with the controller, %d without; want fewer", shared.IdleAddresses, alone.IdleAddresses)
+	}
+}
+
 func total(m map[string]int) int {
 	k := 0
 	for _, v := range m {

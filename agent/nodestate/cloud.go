@@ -482,6 +482,9 @@ func (x *results) grown(err error, now time.Time) {
 	// Every failure waits, not only refusals: EC2's own retries are
 	// spent already, and asking again at the next event would loop.
 	c := n.cloud.classify(err)
+	if c.SubnetExhausted {
+		n.pressure.noteExhausted(n.cloud.plan.SubnetID, now)
+	}
 	wait := n.cloud.grow.refused(now)
 	if !c.SubnetFragmented { // the prefix fallback grows at once and says so
 		n.log.Warn("EC2 did not grow the pool; asking again later", "in", wait.String(), "err", err)

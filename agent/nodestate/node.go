@@ -62,6 +62,8 @@ type Node struct {
 	// urgentJobs are the jobs in flight that pods wait for (markUrgent),
 	// sorted.
 	urgentJobs []uint64
+	// pressure is the subnet-pressure mode.
+	pressure pressure
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -188,6 +190,8 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.cloud.onDOT(ev, now)
 	case DeleteResult:
 		n.results.onDelete(ev, now)
+	case SubnetPressure:
+		n.pressure.set(ev)
 	default:
 		panic(fmt.Sprintf("nodestate: unknown event %T", ev))
 	}

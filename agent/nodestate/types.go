@@ -239,6 +239,7 @@ type DeleteResult struct {
 	Err    error
 }
 
+func (SubnetPressure) event()  {}
 func (AddRequest) event()      {}
 func (DelRequest) event()      {}
 func (GCRequest) event()       {}

@@ -1,8 +1,10 @@
 package nodestate
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vpcnet/vpcnet/ipam"
 )
@@ -97,5 +99,60 @@ func TestEC2IsAskedInAJobOfItsOwnOnceIMDSShowsAChange(t *testing.T) {
 	rs, ok = find(jobs, func(j Job) bool { return j.Kind == JobResync })
 	if !ok || rs.IMDSDigest != "" || !slices.Equal(rs.Calls(), []string{"DescribeNetworkInterfaces"}) {
 		t.Fatalf("after IMDS changed: %+v, ok %v; want a resync that reads EC2", rs, ok)
+	}
+}
+
+// Issue 15's subnet-pressure mode: on a nearly full subnet the pool
+// keeps no warm ENI, detaching a free one at once (no detach hold), and
+// asks for none; when the pressure is over the warm target is back.
+func TestUnderSubnetPressureThePoolGivesBackWhatPodsDoNotUse(t *testing.T) {
+	cfg := testConfig()
+	cfg.Plan.ENIGracePeriod = 0
+	warmENI := ENIInfo{ID: "eni-warm", DeviceIndex: 1, SubnetID: "subnet-a", SubnetCIDR: netip.MustParsePrefix("10.0.0.0/24"),
+		PrimaryIP: netip.MustParseAddr("10.0.0.7"), AttachmentID: "att-warm", DeleteOnTermination: true, CreatedAt: t0.Add(-time.Hour),
+		Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.8/32"), netip.MustParsePrefix("10.0.0.9/32")}}
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32"), warmENI}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One pod on the primary: the warm ENI is what WARM_ENI_TARGET=1
+	// keeps, and nothing is detached.
+	for i := range 1 {
+		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: string(rune('a' + i)), IfName: "eth0"}})
+	}
+	jobs, replies := drain(t, n, t0)
+	if _, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction }); ok || len(replies) != 1 {
+		t.Fatalf("jobs %v, %d replies for a pool at its warm target; want no EC2 change and the pod served", jobs, len(replies))
+	}
+	// The host routes the pod: nothing is in doubt, so the pool may
+	// shrink.
+	var routed []Route
+	for _, r := range replies {
+		routed = append(routed, Route{Addr: r.Assignment.Addr, Link: "veth"})
+	}
+	n.Step(t0, HostResult{Routed: routed})
+	if jobs, _ := drain(t, n, t0); len(jobs) != 0 {
+		t.Fatalf("jobs %v once the host is known; want none", jobs)
+	}
+	if got := n.Summary(t0).Subnets; !slices.Equal(got, []string{"subnet-a"}) {
+		t.Fatalf("pool subnets %v; want [subnet-a]", got)
+	}
+	now := t0.Add(time.Second)
+	n.Step(now, SubnetPressure{Subnets: []string{"subnet-a"}})
+	jobs, _ = drain(t, n, now)
+	detach, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.DetachENI })
+	if !ok || detach.Action.ENIID != "eni-warm" {
+		t.Fatalf("under pressure: jobs %v; want the free warm ENI detached at once", jobs)
+	}
+	if _, ok := find(jobs, isAttach); ok {
+		t.Fatalf("under pressure the pool asked for an ENI no pod waits for: %v", jobs)
+	}
+	n.Step(now, ActionResult{JobID: detach.ID})
+	drain(t, n, now)
+	// Pressure over: the warm target wants its ENI again.
+	n.Step(now, SubnetPressure{})
+	jobs, _ = drain(t, n, now)
+	if _, ok := find(jobs, isAttach); !ok {
+		t.Fatalf("after the pressure: jobs %v; want the warm ENI back", jobs)
 	}
 }

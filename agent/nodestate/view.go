@@ -57,6 +57,10 @@ type View struct {
 	// Urgent are the jobs in flight that pods wait for, sorted: a
 	// cluster-wide EC2 budget grants them before warm-pool work.
 	Urgent []uint64
+	// Subnets are the subnets the pool uses; Exhausted those EC2 found
+	// out of addresses lately, and UnderPressure those the budget
+	// controller says are nearly full (SubnetPressure).
+	Subnets, Exhausted, UnderPressure []string
 	// MaxENIs is the instance's ENI limit on network card 0 less the
 	// slots unmanaged interfaces hold: what the pool may attach.
 	MaxENIs int
@@ -89,6 +93,9 @@ func (n *Node) View(now time.Time) View {
 		Written:           n.dur.written,
 		ENIConfigOK:       n.cloud.eniCfgOK,
 		Urgent:            slices.Clone(n.urgentJobs),
+		Subnets:           n.planner.subnets(),
+		Exhausted:         n.pressure.recent(now),
+		UnderPressure:     slices.Clone(n.pressure.under),
 		ENIConfigMessage:  n.cloud.eniCfgMsg,
 		InFlight:          len(n.jobs.inFlight),
 		Unmanaged:         slices.Clone(n.unmanaged.enis),
@@ -128,22 +135,25 @@ func (n *Node) Lookup(key ipam.Key) (ipam.Assignment, ipam.ENI, bool) {
 // plan: cheap enough to publish after every event.
 func (n *Node) Summary(now time.Time) View {
 	v := View{
-		Stats:       n.pool.Stats(now),
-		Waiting:     n.reqs.waiting(),
-		Demand:      n.reqs.demandCount(),
-		Shortfall:   n.cloud.lastShortfall,
-		ReleaseHold: n.host.hold,
-		CloudOK:     n.cloud.ok,
-		LastEC2Err:  n.cloud.lastErr,
-		LastGrowErr: n.cloud.lastGrowErr,
-		Reclaimed:   n.host.reclaimed,
-		Attaching:   len(n.cloud.attaching),
-		InFlight:    len(n.jobs.inFlight),
-		Growing:     n.planner.growing(),
-		Quarantined: quarantinedAddrs(n.host.quarantined),
-		Stale:       slices.Clone(n.stale),
-		ENIConfigOK: n.cloud.eniCfgOK,
-		Urgent:      slices.Clone(n.urgentJobs),
+		Stats:         n.pool.Stats(now),
+		Waiting:       n.reqs.waiting(),
+		Demand:        n.reqs.demandCount(),
+		Shortfall:     n.cloud.lastShortfall,
+		ReleaseHold:   n.host.hold,
+		CloudOK:       n.cloud.ok,
+		LastEC2Err:    n.cloud.lastErr,
+		LastGrowErr:   n.cloud.lastGrowErr,
+		Reclaimed:     n.host.reclaimed,
+		Attaching:     len(n.cloud.attaching),
+		InFlight:      len(n.jobs.inFlight),
+		Growing:       n.planner.growing(),
+		Quarantined:   quarantinedAddrs(n.host.quarantined),
+		Stale:         slices.Clone(n.stale),
+		ENIConfigOK:   n.cloud.eniCfgOK,
+		Urgent:        slices.Clone(n.urgentJobs),
+		Subnets:       n.planner.subnets(),
+		Exhausted:     n.pressure.recent(now),
+		UnderPressure: slices.Clone(n.pressure.under),
 	}
 	v.PrefixFallback = n.frag.view()
 	return v

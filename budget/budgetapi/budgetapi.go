@@ -30,16 +30,18 @@ type Answer struct {
 	// DeferredMs, when not zero, says the calls were not granted: ask
 	// again after this long.
 	DeferredMs int64 `json:"deferredMs,omitempty"`
+	// Pressure are the request's subnets that are nearly full.
+	Pressure []string `json:"pressure,omitempty"`
 }
 
 // AnswerOf encodes a grant.
 func AnswerOf(g budget.Grant) Answer {
-	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred)}
+	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred), Pressure: g.Pressure}
 }
 
 // Grant decodes an answer.
 func (a Answer) Grant() budget.Grant {
-	return budget.Grant{Wait: time.Duration(a.WaitMs) * time.Millisecond, Deferred: time.Duration(a.DeferredMs) * time.Millisecond}
+	return budget.Grant{Wait: time.Duration(a.WaitMs) * time.Millisecond, Deferred: time.Duration(a.DeferredMs) * time.Millisecond, Pressure: a.Pressure}
 }
 
 func ceilMs(d time.Duration) int64 {
@@ -51,8 +53,13 @@ func Validate(r budget.Request) error {
 	if r.Node == "" {
 		return fmt.Errorf("request names no node")
 	}
-	if len(r.Actions) > 16 || len(r.Throttled) > 16 {
-		return fmt.Errorf("request from %s names %d actions and %d throttled ones; at most 16 each", r.Node, len(r.Actions), len(r.Throttled))
+	if len(r.Actions) > 16 || len(r.Throttled) > 16 || len(r.Subnets) > 16 || len(r.Exhausted) > 16 {
+		return fmt.Errorf("request from %s names %d actions, %d throttled ones, %d subnets and %d exhausted ones; at most 16 each", r.Node, len(r.Actions), len(r.Throttled), len(r.Subnets), len(r.Exhausted))
+	}
+	for _, s := range append(append([]string(nil), r.Subnets...), r.Exhausted...) {
+		if !validID(s) {
+			return fmt.Errorf("request from %s: %q is not a subnet id", r.Node, s)
+		}
 	}
 	for _, a := range append(append([]string(nil), r.Actions...), r.Throttled...) {
 		if !validAction(a) {
@@ -70,6 +77,20 @@ func validAction(a string) bool {
 	}
 	for _, c := range a {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// validID accepts EC2 resource ids such as subnet-0abc: lower-case
+// letters, digits and '-', at most 64.
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 			return false
 		}
 	}

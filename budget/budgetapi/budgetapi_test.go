@@ -46,6 +46,7 @@ func TestTheServerRefusesBadRequestsWithAReason(t *testing.T) {
 		{"two objects", "POST", ReservePath, "agent-token", `{"node":"n1"}{"node":"n2"}`, false, 400, "more than one"},
 		{"no node", "POST", ReservePath, "agent-token", `{"actions":["CreateTags"]}`, false, 400, "names no node"},
 		{"bad action", "POST", ReservePath, "agent-token", `{"node":"n1","actions":["rm -rf"]}`, false, 400, "not an EC2 action"},
+		{"bad subnet", "POST", ReservePath, "agent-token", `{"node":"n1","exhausted":["Subnet A"]}`, false, 400, "not a subnet id"},
 		{"too large", "POST", ReservePath, "agent-token", `{"node":"` + strings.Repeat("n", MaxRequestBytes) + `"}`, false, 400, "larger than"},
 	}
 	for _, tt := range tests {
@@ -181,6 +182,31 @@ func TestWithoutAControllerTheClientStepsAsideForAWhile(t *testing.T) {
 	}
 	if want := []string{Alone, Alone, Alone, Granted}; !slices.Equal(outcomes, want) {
 		t.Errorf("outcomes %v; want %v", outcomes, want)
+	}
+}
+
+// TestPressureIsAskedWithTheSubnetsAndReportsExhaustion: the node's
+// subnets and those found exhausted go to the controller; its answer
+// comes back; without a controller there is no pressure.
+func TestPressureIsAskedWithTheSubnetsAndReportsExhaustion(t *testing.T) {
+	f := &fakeController{answers: []budget.Grant{{Pressure: []string{"subnet-1"}}}}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	c := NewClient(ClientOptions{Node: "n1", Clock: clock.NewManual(t0),
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+	got := c.Pressure(context.Background(), []string{"subnet-1", "subnet-2"}, []string{"subnet-1"})
+	if !slices.Equal(got, []string{"subnet-1"}) {
+		t.Fatalf("pressure %v; want [subnet-1]", got)
+	}
+	asks := f.recorded()
+	if len(asks) != 1 || !slices.Equal(asks[0].Subnets, []string{"subnet-1", "subnet-2"}) || !slices.Equal(asks[0].Exhausted, []string{"subnet-1"}) || len(asks[0].Actions) != 0 {
+		t.Fatalf("asked %+v; want the subnets, the exhausted one and no action", asks)
+	}
+	f.mu.Lock()
+	f.fail = true
+	f.mu.Unlock()
+	if got := c.Pressure(context.Background(), []string{"subnet-1"}, nil); got != nil {
+		t.Fatalf("pressure %v from a failing controller; want none", got)
 	}
 }
 

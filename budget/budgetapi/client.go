@@ -144,6 +144,17 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 	}
 }
 
+// Pressure reports the subnets the node found out of addresses and asks
+// which of its subnets are nearly full. Without a controller to ask it
+// says none: the node keeps its warm pool, as it does on its own.
+func (c *Client) Pressure(ctx context.Context, subnets, exhausted []string) []string {
+	g, ok := c.ask(ctx, budget.Request{Node: c.node, Subnets: subnets, Exhausted: exhausted})
+	if !ok {
+		return nil
+	}
+	return g.Pressure
+}
+
 func (c *Client) done(outcome string, start time.Time) {
 	if c.observe != nil {
 		c.observe(outcome, c.clk.Now().Sub(start))

@@ -1,0 +1,83 @@
+package nodestate
+
+import (
+	"slices"
+	"time"
+)
+
+// SubnetPressure is the budget controller's word on which of the node's
+// subnets are nearly out of addresses (issue 15: on a full subnet, pods
+// on nodes that cannot grow wait for good while other nodes hold idle
+// addresses). While a subnet the pool uses is under pressure, the pool
+// grows only for pods that wait and gives back what it holds beyond
+// them, detaching free ENIs without the detach hold, so that the
+// subnet's addresses go where pods are.
+type SubnetPressure struct {
+	Subnets []string
+}
+
+// exhaustedFor is how long a subnet EC2 found out of addresses is
+// reported to the controller.
+const exhaustedFor = 10 * time.Minute
+
+type pressure struct {
+	// under are the subnets under pressure, as last heard.
+	under []string
+	// exhausted are the subnets EC2 refused to grow the pool in for want
+	// of addresses, and when it last did.
+	exhausted map[string]time.Time
+}
+
+func (p *pressure) set(ev SubnetPressure) {
+	p.under = slices.Clone(ev.Subnets)
+	slices.Sort(p.under)
+}
+
+func (p *pressure) noteExhausted(subnet string, now time.Time) {
+	if subnet == "" {
+		return
+	}
+	if p.exhausted == nil {
+		p.exhausted = map[string]time.Time{}
+	}
+	p.exhausted[subnet] = now
+}
+
+// recent lists the subnets EC2 found exhausted within exhaustedFor.
+func (p *pressure) recent(now time.Time) []string {
+	var out []string
+	for s, at := range p.exhausted {
+		if now.Sub(at) < exhaustedFor {
+			out = append(out, s)
+		} else {
+			delete(p.exhausted, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// subnets are the subnets the pool uses and grows in.
+func (x *planner) subnets() []string {
+	n := x.n
+	out := []string{}
+	if s := n.cloud.plan.SubnetID; s != "" {
+		out = append(out, s)
+	}
+	for _, e := range n.pool.ENIs() {
+		if e.SubnetID != "" && !slices.Contains(out, e.SubnetID) {
+			out = append(out, e.SubnetID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// underPressure says a subnet the pool uses is under pressure.
+func (x *planner) underPressure() bool {
+	n := x.n
+	if len(n.pressure.under) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(x.subnets(), func(s string) bool { return slices.Contains(n.pressure.under, s) })
+}
