@@ -103,7 +103,7 @@ var settings = []setting{
 		optionalLabelKey, func(c *Config) *string { return &c.StartupTaint }),
 	stringVar("VPCNET_KUBECONFIG", "", "Kubeconfig file for the Kubernetes API. Empty means the pod's service account when KUBERNETES_SERVICE_HOST is set, and otherwise no Kubernetes: node identity, Events, custom networking and the startup taint are off, as in the local cloud.",
 		optionalAbsPath, func(c *Config) *string { return &c.Kubeconfig }),
-	stringVar("VPCNET_BUDGET_LEASE", "", "The budget controller's Lease, as NAMESPACE/NAME (the chart's kube-system/vpcnet-budget): before calling EC2 the agent asks the controller that holds it, so the cluster's nodes together stay inside the account's EC2 request limits, pods waiting first. Empty, or no controller answering, means each node spends on its own (the agent then asks again after 30 s).",
+	stringVar("VPCNET_BUDGET_LEASE", "", "The budget controller's Lease, as NAMESPACE/NAME (the chart's kube-system/vpcnet-budget): before calling EC2 the agent asks the controller that holds it, so the cluster's nodes together stay inside the account's EC2 request limits, pods waiting first; and every reconcile interval it asks which of its subnets are nearly full (a node found one out of addresses in the last 10 minutes), where it then keeps no warm pool and gives back addresses its pods do not use. Empty, or no controller answering, means each node spends on its own and keeps its warm pool (the agent then asks again after 30 s).",
 		optionalLeaseRef, func(c *Config) *string { return &c.BudgetLease }),
 }
 
