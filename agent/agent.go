@@ -63,6 +63,9 @@ type Budget interface {
 	// answers which of subnets are nearly full (none without a
 	// controller).
 	Pressure(ctx context.Context, subnets, exhausted []string) []string
+	// Alone says until when the node calls EC2 on its own budget, and
+	// why; zero while the controller answers.
+	Alone() (until time.Time, why string)
 }
 
 // Agent is one node's vpcnetd.

@@ -119,4 +119,9 @@ func TestWithoutAControllerTheAgentServesOnItsOwn(t *testing.T) {
 	if outcomes[budgetapi.Alone] == 0 || outcomes[budgetapi.Granted] != 0 {
 		t.Errorf("outcomes %v; want every ask to go alone", outcomes)
 	}
+	// The operator sees why in /v1/status.
+	st := a.views.statusView(context.Background()).(statusView)
+	if b := st.Budget; b == nil || b.AloneUntil == nil || !strings.Contains(b.AloneBecause, "vpcnet-budget not found") {
+		t.Errorf("/v1/status budget %+v; want the agent going alone because the Lease is not found", b)
+	}
 }

@@ -209,6 +209,13 @@ func (pt *views) statusView(ctx context.Context) any {
 	for _, u := range v.Unmanaged {
 		sv.Unmanaged = append(sv.Unmanaged, introspect.UnmanagedInterface{ID: u.ID, NetworkCard: u.NetworkCard, DeviceIndex: u.DeviceIndex, Reason: u.Reason})
 	}
+	if a.budget != nil {
+		b := &introspect.BudgetStatus{Lease: a.cfg.BudgetLease, SubnetsUnderPressure: v.UnderPressure}
+		if until, why := a.budget.Alone(); !until.IsZero() {
+			b.AloneUntil, b.AloneBecause = &until, why
+		}
+		sv.Budget = b
+	}
 	for _, e := range v.Stale {
 		sv.StaleEntries = append(sv.StaleEntries, holdOf(ipam.Assignment{Key: e.Key, Pod: e.Pod, Addr: e.Addr, AssignedAt: e.AssignedAt}))
 	}

@@ -14,6 +14,7 @@ var rules = []rule{
 	limitsFindings,
 	stateFindings,
 	capacityFindings,
+	budgetFindings,
 	coolingFindings,
 	leakFindings,
 	readinessFindings,

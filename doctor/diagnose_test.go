@@ -97,6 +97,14 @@ func TestEachBrokenNodeGetsItsFinding(t *testing.T) {
 			f.Agent.Status.Waiting = 1
 			f.Agent.Status.LastEC2Error = "InsufficientFreeAddressesInSubnet"
 		}, "subnet-exhausted", Error, "subnet-a (10.0.0.0/24): 0 free addresses", "larger subnet"},
+		{"issue 15: budget controller not answering", func(f *Facts) {
+			until := now.Add(20 * time.Second)
+			f.Agent.Status.Budget = &introspect.BudgetStatus{Lease: "kube-system/vpcnet-budget", AloneUntil: &until,
+				AloneBecause: "find the budget controller: no budget controller leader: lease kube-system/vpcnet-budget not found"}
+		}, "budget-controller-unreachable", Warning, "lease kube-system/vpcnet-budget not found", "vpcnet-budget Deployment"},
+		{"issue 15: subnet under pressure", func(f *Facts) {
+			f.Agent.Status.Budget = &introspect.BudgetStatus{Lease: "kube-system/vpcnet-budget", SubnetsUnderPressure: []string{"subnet-a"}}
+		}, "subnet-pressure", Info, "InsufficientFreeAddressesInSubnet", "additional subnet"},
 		{"story 3: subnet fragmented for prefixes", func(f *Facts) {
 			f.Agent.Config["ENABLE_PREFIX_DELEGATION"] = "true"
 			f.EC2.Subnets[0].Available = 9

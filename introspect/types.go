@@ -129,6 +129,22 @@ type Status struct {
 	// leaves alone (trunk, EFA, other network cards, no_manage); those on
 	// network card 0 take ENI slots from the pool.
 	Unmanaged []UnmanagedInterface `json:"unmanagedInterfaces,omitempty"`
+	// Budget is the EC2 budget controller as this agent sees it; absent
+	// when VPCNET_BUDGET_LEASE names none.
+	Budget *BudgetStatus `json:"budget,omitempty"`
+}
+
+// BudgetStatus is the agent's view of the EC2 budget controller.
+type BudgetStatus struct {
+	// Lease is VPCNET_BUDGET_LEASE.
+	Lease string `json:"lease"`
+	// AloneUntil is set while the controller did not answer: the agent
+	// calls EC2 on its own budget until then; AloneBecause says why.
+	AloneUntil   *time.Time `json:"aloneUntil,omitempty"`
+	AloneBecause string     `json:"aloneBecause,omitempty"`
+	// SubnetsUnderPressure are the node's subnets the controller says
+	// are nearly full: the pool keeps no warm addresses on them.
+	SubnetsUnderPressure []string `json:"subnetsUnderPressure,omitempty"`
 }
 
 // IAMStatus is the IAM preflight: each EC2 action the enabled features

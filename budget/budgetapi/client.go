@@ -50,6 +50,8 @@ type Client struct {
 	aloneUntil time.Time
 	// throttled are actions EC2 refused since the last request.
 	throttled []string
+	// lastErr is why the controller last failed to answer.
+	lastErr error
 }
 
 // ClientOptions configure a Client.
@@ -96,6 +98,17 @@ func NewClient(o ClientOptions) *Client {
 		c.alone = 30 * time.Second
 	}
 	return c
+}
+
+// Alone says until when the agent calls EC2 on its own budget and why
+// (the controller's last failure); zero when it asks the controller.
+func (c *Client) Alone() (until time.Time, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.clk.Now().Before(c.aloneUntil) || c.lastErr == nil {
+		return time.Time{}, ""
+	}
+	return c.aloneUntil, c.lastErr.Error()
 }
 
 // Throttled records that EC2 answered action with RequestLimitExceeded;
@@ -184,6 +197,7 @@ func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bo
 	c.mu.Lock()
 	c.addr = "" // look the leader up again next time
 	c.aloneUntil = c.clk.Now().Add(c.alone)
+	c.lastErr = err
 	c.throttled = append(c.throttled, r.Throttled...)
 	c.mu.Unlock()
 	c.log.Warn("budget controller did not answer; calling EC2 on this node's own budget for a while",
