@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
@@ -63,9 +64,9 @@ type Budget interface {
 	// answers which of subnets are nearly full (none without a
 	// controller).
 	Pressure(ctx context.Context, subnets, exhausted []string) []string
-	// Alone says until when the node calls EC2 on its own budget, and
-	// why; zero while the controller answers.
-	Alone() (until time.Time, why string)
+	// Status is what the client has seen of the controller, for
+	// /v1/status.
+	Status() budgetapi.ClientStatus
 }
 
 // Agent is one node's vpcnetd.

@@ -91,6 +91,10 @@ func TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController(t *testing.T) {
 	if ctl.count(ctl.urgent, "CreateNetworkInterface") == 0 {
 		t.Errorf("the ENI waiting pods needed was not asked for as urgent")
 	}
+	st := a.views.statusView(context.Background()).(statusView)
+	if b := st.Budget; b == nil || b.Granted == 0 || b.Alone != 0 || b.AloneUntil != nil {
+		t.Errorf("/v1/status budget %+v; want grants and no job gone alone", b)
+	}
 }
 
 // TestWithoutAControllerTheAgentServesOnItsOwn: a controller that is not

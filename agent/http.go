@@ -210,9 +210,10 @@ func (pt *views) statusView(ctx context.Context) any {
 		sv.Unmanaged = append(sv.Unmanaged, introspect.UnmanagedInterface{ID: u.ID, NetworkCard: u.NetworkCard, DeviceIndex: u.DeviceIndex, Reason: u.Reason})
 	}
 	if a.budget != nil {
-		b := &introspect.BudgetStatus{Lease: a.cfg.BudgetLease, SubnetsUnderPressure: v.UnderPressure}
-		if until, why := a.budget.Alone(); !until.IsZero() {
-			b.AloneUntil, b.AloneBecause = &until, why
+		cs := a.budget.Status()
+		b := &introspect.BudgetStatus{Lease: a.cfg.BudgetLease, SubnetsUnderPressure: v.UnderPressure, Granted: cs.Granted, Alone: cs.Alone}
+		if !cs.AloneUntil.IsZero() {
+			b.AloneUntil, b.AloneBecause = &cs.AloneUntil, cs.AloneBecause
 		}
 		sv.Budget = b
 	}

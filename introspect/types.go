@@ -138,6 +138,10 @@ type Status struct {
 type BudgetStatus struct {
 	// Lease is VPCNET_BUDGET_LEASE.
 	Lease string `json:"lease"`
+	// Granted counts jobs the controller granted; Alone those that
+	// called EC2 on the node's own budget because it did not answer.
+	Granted uint64 `json:"granted"`
+	Alone   uint64 `json:"alone"`
 	// AloneUntil is set while the controller did not answer: the agent
 	// calls EC2 on its own budget until then; AloneBecause says why.
 	AloneUntil   *time.Time `json:"aloneUntil,omitempty"`

@@ -52,6 +52,8 @@ type Client struct {
 	throttled []string
 	// lastErr is why the controller last failed to answer.
 	lastErr error
+	// granted and wentAlone count Acquire's outcomes.
+	granted, wentAlone uint64
 }
 
 // ClientOptions configure a Client.
@@ -100,15 +102,25 @@ func NewClient(o ClientOptions) *Client {
 	return c
 }
 
-// Alone says until when the agent calls EC2 on its own budget and why
-// (the controller's last failure); zero when it asks the controller.
-func (c *Client) Alone() (until time.Time, why string) {
+// ClientStatus is what an agent's client has seen of the controller.
+type ClientStatus struct {
+	// Granted and Alone count Acquire's outcomes.
+	Granted, Alone uint64
+	// AloneUntil is set while the agent calls EC2 on its own budget
+	// after the controller failed to answer; AloneBecause says why.
+	AloneUntil   time.Time
+	AloneBecause string
+}
+
+// Status says what the client has seen of the controller.
+func (c *Client) Status() ClientStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.clk.Now().Before(c.aloneUntil) || c.lastErr == nil {
-		return time.Time{}, ""
+	st := ClientStatus{Granted: c.granted, Alone: c.wentAlone}
+	if c.clk.Now().Before(c.aloneUntil) && c.lastErr != nil {
+		st.AloneUntil, st.AloneBecause = c.aloneUntil, c.lastErr.Error()
 	}
-	return c.aloneUntil, c.lastErr.Error()
+	return st
 }
 
 // Throttled records that EC2 answered action with RequestLimitExceeded;
@@ -169,6 +181,13 @@ func (c *Client) Pressure(ctx context.Context, subnets, exhausted []string) []st
 }
 
 func (c *Client) done(outcome string, start time.Time) {
+	c.mu.Lock()
+	if outcome == Granted {
+		c.granted++
+	} else {
+		c.wentAlone++
+	}
+	c.mu.Unlock()
 	if c.observe != nil {
 		c.observe(outcome, c.clk.Now().Sub(start))
 	}
