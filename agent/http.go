@@ -211,7 +211,7 @@ func (pt *views) statusView(ctx context.Context) any {
 	}
 	if a.budget != nil {
 		cs := a.budget.Status()
-		b := &introspect.BudgetStatus{Lease: a.cfg.BudgetLease, SubnetsUnderPressure: v.UnderPressure, Granted: cs.Granted, Alone: cs.Alone}
+		b := &introspect.BudgetStatus{Lease: a.cfg.BudgetLease, SubnetsUnderPressure: v.UnderPressure, Granted: cs.Granted, Alone: cs.Alone, Answered: cs.Answered}
 		if !cs.AloneUntil.IsZero() {
 			b.AloneUntil, b.AloneBecause = &cs.AloneUntil, cs.AloneBecause
 		}

@@ -142,6 +142,9 @@ type BudgetStatus struct {
 	// called EC2 on the node's own budget because it did not answer.
 	Granted uint64 `json:"granted"`
 	Alone   uint64 `json:"alone"`
+	// Answered counts the controller's answers, the subnet-pressure
+	// polls included.
+	Answered uint64 `json:"answered"`
 	// AloneUntil is set while the controller did not answer: the agent
 	// calls EC2 on its own budget until then; AloneBecause says why.
 	AloneUntil   *time.Time `json:"aloneUntil,omitempty"`

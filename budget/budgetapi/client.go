@@ -52,8 +52,9 @@ type Client struct {
 	throttled []string
 	// lastErr is why the controller last failed to answer.
 	lastErr error
-	// granted and wentAlone count Acquire's outcomes.
-	granted, wentAlone uint64
+	// granted and wentAlone count Acquire's outcomes, answered the
+	// controller's answers.
+	granted, wentAlone, answered uint64
 }
 
 // ClientOptions configure a Client.
@@ -104,8 +105,9 @@ func NewClient(o ClientOptions) *Client {
 
 // ClientStatus is what an agent's client has seen of the controller.
 type ClientStatus struct {
-	// Granted and Alone count Acquire's outcomes.
-	Granted, Alone uint64
+	// Granted and Alone count Acquire's outcomes; Answered counts every
+	// answer the controller gave (pressure polls included).
+	Granted, Alone, Answered uint64
 	// AloneUntil is set while the agent calls EC2 on its own budget
 	// after the controller failed to answer; AloneBecause says why.
 	AloneUntil   time.Time
@@ -116,7 +118,7 @@ type ClientStatus struct {
 func (c *Client) Status() ClientStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := ClientStatus{Granted: c.granted, Alone: c.wentAlone}
+	st := ClientStatus{Granted: c.granted, Alone: c.wentAlone, Answered: c.answered}
 	if c.clk.Now().Before(c.aloneUntil) && c.lastErr != nil {
 		st.AloneUntil, st.AloneBecause = c.aloneUntil, c.lastErr.Error()
 	}
@@ -208,6 +210,9 @@ func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bo
 	defer cancel()
 	g, err := c.post(ctx, addr, r)
 	if err == nil {
+		c.mu.Lock()
+		c.answered++
+		c.mu.Unlock()
 		return g, true
 	}
 	if parent.Err() != nil {

@@ -98,6 +98,37 @@ func TestDeploymentOnRealKubelets(t *testing.T) {
 	}
 	t.Logf("pods by node: %v", byNode)
 
+	// The EC2 budget controller (deploy/vpcnet.yaml's vpcnet-budget)
+	// runs on the kubelets, holds its Lease, and answers every agent:
+	// they find it through the Lease and prove who they are with their
+	// service account tokens (the subnet-pressure poll asks it every
+	// reconcile interval, whether or not the pool grows).
+	if err := poll(ctx, "the budget controller leads and answers every agent", func() error {
+		l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, "vpcnet-budget", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			return fmt.Errorf("lease kube-system/vpcnet-budget has no holder")
+		}
+		for _, n := range c.Sim.Nodes {
+			body, err := n.Get(ctx, "/v1/status")
+			if err != nil {
+				return err
+			}
+			var st introspect.Status
+			if err := json.Unmarshal(body, &st); err != nil {
+				return err
+			}
+			if b := st.Budget; b == nil || b.Answered == 0 {
+				return fmt.Errorf("%s: budget %+v: the controller (%s) has not answered it yet", n.ID, b, *l.Spec.HolderIdentity)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%v\n%s", err, c.diagnose())
+	}
+
 	// Pod to pod across nodes, both ways.
 	n1, n2 := nodes[0], nodes[1]
 	if err := runClient(ctx, c, clientPod("from-node1", n1, "http://"+byNode[n2][0]+":8080/")); err != nil {
