@@ -20,6 +20,7 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/internal/idlegc"
 	"github.com/vpcnet/vpcnet/kube"
 	"github.com/vpcnet/vpcnet/leakgc"
 )
@@ -81,6 +82,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			}
 		}()
 	}
+	go idlegc.Run(ctx)
 	return a.Run(ctx)
 }
 
