@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,22 +147,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if o.HTTPClient != nil {
 		hc = o.HTTPClient
 	}
-	load := []func(*config.LoadOptions) error{
-		config.WithRetryer(func() aws.Retryer { return newRetryer(o.MaxAttempts, o.MaxBackoff) }),
-		config.WithHTTPClient(hc),
-	}
-	if o.Region != "" {
-		load = append(load, config.WithRegion(o.Region))
-	}
-	if o.Credentials != nil {
-		load = append(load, config.WithCredentialsProvider(o.Credentials))
-	}
-	if o.IMDSEndpoint != "" {
-		load = append(load, config.WithEC2IMDSEndpoint(o.IMDSEndpoint))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, load...)
+	cfg, err := awsConfig(o, hc)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
+		return nil, fmt.Errorf("AWS config: %w", err)
 	}
 
 	c.imds = imds.NewFromConfig(cfg, func(io *imds.Options) {

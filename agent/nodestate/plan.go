@@ -61,6 +61,16 @@ func splitmix(x uint64) uint64 {
 
 func (b *growBackoff) reset() { b.delay, b.until = 0, time.Time{} }
 
+func freeAddresses(s ipam.Snapshot) int {
+	k := 0
+	for _, e := range s.ENIs {
+		for _, b := range e.Blocks {
+			k += b.Free
+		}
+	}
+	return k
+}
+
 func isGrowth(act ipam.Action) bool {
 	return act.Kind == ipam.AssignBlocks || act.Kind == ipam.AttachENI
 }
@@ -83,6 +93,9 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	snap := n.pool.Snapshot(now)
 	n.planner.countRestartCoolingAsFree(&snap)
 	snap.Waiting = n.reqs.demandCount()
+	// Free before the attachments under way, which land only after an
+	// attach delay: what a burst's next Adds can take meanwhile.
+	free := freeAddresses(snap)
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
@@ -99,7 +112,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		acts, short := ipam.Plan(snap, cfg, lim, now)
 		return slices.DeleteFunc(acts, isShrink), short
 	}
-	ahead := n.burst.anticipated(now, len(n.reqs.waiters))
+	ahead := n.burst.anticipated(now, len(n.reqs.waiters), free)
 	if ahead == 0 {
 		return ipam.Plan(snap, cfg, lim, now)
 	}

@@ -218,7 +218,10 @@ func timeline(agentLog []byte, start time.Time) string {
 		}
 		at := fmt.Sprintf("%+.1f s", e.Time.Sub(start).Seconds())
 		switch {
-		case e.Msg == "EC2 change" && e.Action == "attach":
+		case e.Msg == "EC2 change" && strings.HasPrefix(e.Action, "attach"):
+			// The action is described in words ("attach a new ENI in
+			// subnet-a with 29 addresses ..."); assignments and the
+			// like are not attachments.
 			if at != lastStart {
 				flush()
 			}

@@ -148,7 +148,8 @@ func TestTimelineGroupsAttachDecisions(t *testing.T) {
 {"time":"2026-01-01T00:00:00.2Z","level":"INFO","msg":"EC2 change","action":"attach"}
 {"time":"2026-01-01T00:00:05.6Z","level":"INFO","msg":"ENI configured"}
 {"time":"2026-01-01T00:00:05.9Z","level":"INFO","msg":"EC2 change","action":"attach"}
-{"time":"2026-01-01T00:00:05.9Z","level":"INFO","msg":"EC2 change","action":"attach"}
+{"time":"2026-01-01T00:00:05.9Z","level":"INFO","msg":"EC2 change","action":"attach a new ENI in subnet-a with 29 addresses (security groups sg-bench): WARM_ENI_TARGET=1"}
+{"time":"2026-01-01T00:00:06.0Z","level":"INFO","msg":"EC2 change","action":"assign 29 addresses to eni-1: WARM_ENI_TARGET=1"}
 not json
 `
 	want := "1 started +0.2 s, 1 ready +5.6 s, 2 started +5.9 s"

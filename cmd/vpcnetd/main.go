@@ -21,6 +21,7 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/internal/idlegc"
 	"github.com/vpcnet/vpcnet/kube"
 	"github.com/vpcnet/vpcnet/leakgc"
 )
@@ -91,6 +92,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			}
 		}()
 	}
+	go idlegc.Run(ctx)
 	return a.Run(ctx)
 }
 
