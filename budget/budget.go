@@ -364,6 +364,20 @@ func (l *Ledger) Stats(now time.Time) []ActionStats {
 	return out
 }
 
+// ValidAction accepts EC2 action names: a capital letter, then letters
+// and digits, at most 64 (CreateNetworkInterface).
+func ValidAction(a string) bool {
+	if a == "" || len(a) > 64 || a[0] < 'A' || a[0] > 'Z' {
+		return false
+	}
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // spread is a deterministic share of deferSpread for node's seq-th
 // request (FNV-1a): the Ledger stays a pure function of its inputs.
 func spread(node string, seq uint64) time.Duration {

@@ -62,25 +62,11 @@ func Validate(r budget.Request) error {
 		}
 	}
 	for _, a := range append(append([]string(nil), r.Actions...), r.Throttled...) {
-		if !validAction(a) {
+		if !budget.ValidAction(a) {
 			return fmt.Errorf("request from %s: %q is not an EC2 action name", r.Node, a)
 		}
 	}
 	return nil
-}
-
-// validAction accepts EC2 action names: a capital letter, then letters
-// and digits, at most 64.
-func validAction(a string) bool {
-	if a == "" || len(a) > 64 || a[0] < 'A' || a[0] > 'Z' {
-		return false
-	}
-	for _, c := range a {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // validID accepts EC2 resource ids such as subnet-0abc: lower-case

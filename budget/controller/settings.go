@@ -212,7 +212,7 @@ func buckets(c *budget.Config, v string) error {
 			c.Default = b
 			continue
 		}
-		if !ec2Action(action) {
+		if !budget.ValidAction(action) {
 			return fmt.Errorf("%q: %q is not an EC2 action name (such as CreateNetworkInterface) or default", item, action)
 		}
 		if c.Buckets == nil {
@@ -221,20 +221,6 @@ func buckets(c *budget.Config, v string) error {
 		c.Buckets[action] = b
 	}
 	return nil
-}
-
-// ec2Action accepts EC2 action names: a capital letter, then letters and
-// digits.
-func ec2Action(a string) bool {
-	if a == "" || len(a) > 64 || a[0] < 'A' || a[0] > 'Z' {
-		return false
-	}
-	for _, c := range a {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // dnsSubdomain is Kubernetes' rule for most object names.
