@@ -243,16 +243,6 @@ func (n *node) urgent(id uint64) bool {
 	return n.agent != nil && slices.Contains(n.agent.sm.Summary(n.r.now()).Urgent, id)
 }
 
-// podsWaiting says a pod of the node waits for an address.
-func (n *node) podsWaiting() bool {
-	for _, p := range n.pods {
-		if p.state == podAdding {
-			return true
-		}
-	}
-	return false
-}
-
 func (n *node) sortedPods() []*pod {
 	out := make([]*pod, 0, len(n.pods))
 	for _, p := range n.pods {
