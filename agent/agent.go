@@ -112,6 +112,7 @@ type Agent struct {
 	views   views
 	starter starter
 	bridge  kubeBridge
+	spender spender
 
 	mu sync.Mutex // guards below; never held across I/O
 	// replies routes each reply to the request that waits for it.
@@ -179,7 +180,7 @@ func New(o Options) (*Agent, error) {
 		kube:          o.Kube,
 		budget:        o.Budget,
 	}
-	a.loop.a, a.views.a, a.starter.a, a.bridge.a = a, a, a, a
+	a.loop.a, a.views.a, a.starter.a, a.bridge.a, a.spender.a = a, a, a, a, a
 	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))
 	a.ready.set(CondConfig, true, "all settings valid")
 	if o.Config.CustomNetwork {

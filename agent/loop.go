@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/executor"
@@ -23,7 +22,14 @@ func (pt *ownerLoop) own(ctx context.Context, n *nodestate.Node, x *executor.Exe
 	a := pt.a
 	defer close(a.done)
 	persist := make(chan nodestate.Persist, 1)
-	go a.loop.store(ctx, persist)
+	stored := make(chan struct{})
+	go func() {
+		defer close(stored)
+		a.loop.store(ctx, persist)
+	}()
+	// A write under way finishes before the owner is done, so Run never
+	// returns while the checkpoint file is being replaced.
+	defer func() { <-stored }()
 	var timer <-chan time.Time
 	stop := func() bool { return false }
 	defer func() { stop() }()
@@ -62,7 +68,7 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 	}
 	for _, j := range rd.Jobs {
 		go func() {
-			if !a.loop.granted(ctx, j) {
+			if !a.spender.granted(ctx, j) {
 				return // the agent stops
 			}
 			ev := x.Run(ctx, j)
@@ -75,50 +81,6 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 	}
 	for _, nt := range rd.Notices {
 		a.kube.Record(Event{Pod: nt.Pod, Warning: nt.Warning, Reason: nt.Reason, Message: nt.Message})
-	}
-}
-
-// granted waits until the cluster's EC2 budget, if there is one, grants
-// the job's calls: pods waiting for the job (nodestate's Urgent, read
-// afresh at every ask) go before warm-pool work. It is false only when
-// ctx ended.
-func (pt *ownerLoop) granted(ctx context.Context, j nodestate.Job) bool {
-	a := pt.a
-	calls := j.Calls()
-	if a.budget == nil || len(calls) == 0 {
-		return true
-	}
-	urgent := func() bool {
-		h := a.summary.Load()
-		return h != nil && slices.Contains(h.view.Urgent, j.ID)
-	}
-	return a.budget.Acquire(ctx, calls, urgent) == nil
-}
-
-// watchPressure asks the budget controller, every reconcile interval,
-// which of the pool's subnets are nearly full, reporting those EC2 found
-// out of addresses, and tells the machine when the answer changes.
-func (pt *ownerLoop) watchPressure(ctx context.Context) {
-	a := pt.a
-	var last []string
-	for clock.Sleep(a.clk, a.cfg.ReconcileInterval, ctx.Done()) {
-		h := a.summary.Load()
-		if h == nil {
-			continue
-		}
-		p := a.budget.Pressure(ctx, h.view.Subnets, h.view.Exhausted)
-		if slices.Equal(p, last) {
-			continue
-		}
-		if len(p) > 0 {
-			a.log.Warn("subnet nearly full: keeping no warm pool and giving back addresses pods do not use", "subnets", p)
-		} else if len(last) > 0 {
-			a.log.Info("subnet pressure over: warm pool targets back in force")
-		}
-		last = p
-		if !a.loop.send(ctx, nodestate.SubnetPressure{Subnets: p}) {
-			return
-		}
 	}
 }
 

@@ -61,7 +61,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.loop.watchPressure(ctx)
+			a.spender.watchPressure(ctx)
 		}()
 	}
 

@@ -129,7 +129,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	// dropped as stale stay, nothing new is added, so one write settles it.
 	n.dur.version = 1
 	n.planner.plan(now)
-	n.planner.markUrgent(now)
+	markUrgent(n, now)
 	n.dur.persist(now)
 	return n, nil
 }
@@ -206,7 +206,7 @@ func (n *Node) afterStep(now time.Time) {
 	n.reqs.expireWaiters(now)
 	n.cloud.periodic(now)
 	n.planner.plan(now)
-	n.planner.markUrgent(now)
+	markUrgent(n, now)
 	n.dur.persist(now)
 }
 

@@ -101,7 +101,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	}
 	cfg := n.frag.planConfig(n.cloud.plan, now)
 	lim := n.planner.limits()
-	if n.planner.underPressure() {
+	if n.pressure.on(n) {
 		// The subnet is nearly full: hold what waiting pods need and
 		// give the rest back for other nodes' pods.
 		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
@@ -229,7 +229,7 @@ func (x *planner) plan(now time.Time) {
 func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action {
 	n := x.n
 	isDetach := func(a ipam.Action) bool { return a.Kind == ipam.DetachENI }
-	if !slices.ContainsFunc(actions, isDetach) || n.planner.underPressure() {
+	if !slices.ContainsFunc(actions, isDetach) || n.pressure.on(n) {
 		n.cloud.detachWanted = time.Time{}
 		return actions
 	}

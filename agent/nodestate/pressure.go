@@ -57,9 +57,8 @@ func (p *pressure) recent(now time.Time) []string {
 	return out
 }
 
-// subnets are the subnets the pool uses and grows in.
-func (x *planner) subnets() []string {
-	n := x.n
+// poolSubnets are the subnets the pool uses and grows in.
+func poolSubnets(n *Node) []string {
 	out := []string{}
 	if s := n.cloud.plan.SubnetID; s != "" {
 		out = append(out, s)
@@ -73,11 +72,10 @@ func (x *planner) subnets() []string {
 	return out
 }
 
-// underPressure says a subnet the pool uses is under pressure.
-func (x *planner) underPressure() bool {
-	n := x.n
-	if len(n.pressure.under) == 0 {
+// on says a subnet n's pool uses is under pressure.
+func (p *pressure) on(n *Node) bool {
+	if len(p.under) == 0 {
 		return false
 	}
-	return slices.ContainsFunc(x.subnets(), func(s string) bool { return slices.Contains(n.pressure.under, s) })
+	return slices.ContainsFunc(poolSubnets(n), func(s string) bool { return slices.Contains(p.under, s) })
 }

@@ -14,8 +14,7 @@ import (
 // node that started a warm ENI before its pods came needs that one for
 // them now. Assigns, attachment confirmations and EC2 reads are urgent
 // while demand waits; releases, detaches and deletes never are.
-func (x *planner) markUrgent(now time.Time) {
-	n := x.n
+func markUrgent(n *Node, now time.Time) {
 	n.urgentJobs = n.urgentJobs[:0]
 	if n.reqs.demandCount() == 0 || len(n.jobs.inFlight) == 0 {
 		return
@@ -32,7 +31,7 @@ func (x *planner) markUrgent(now time.Time) {
 	}
 	if len(attaches) > 0 {
 		slices.Sort(attaches)
-		need := x.demandAttaches(now) - len(n.cloud.attaching)
+		need := demandAttaches(n, now) - len(n.cloud.attaching)
 		n.urgentJobs = append(n.urgentJobs, attaches[:max(0, min(need, len(attaches)))]...)
 	}
 	slices.Sort(n.urgentJobs)
@@ -41,14 +40,13 @@ func (x *planner) markUrgent(now time.Time) {
 // demandAttaches is how many ENIs the waiting demand alone needs attached
 // beyond the pool's attached ENIs: the plan with no warm target and no
 // attachment under way counted.
-func (x *planner) demandAttaches(now time.Time) int {
-	n := x.n
+func demandAttaches(n *Node, now time.Time) int {
 	snap := n.pool.Snapshot(now)
-	x.countRestartCoolingAsFree(&snap)
+	n.planner.countRestartCoolingAsFree(&snap)
 	snap.Waiting = n.reqs.demandCount()
 	cfg := n.frag.planConfig(n.cloud.plan, now)
 	cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
-	acts, _ := ipam.Plan(snap, cfg, x.limits(), now)
+	acts, _ := ipam.Plan(snap, cfg, n.planner.limits(), now)
 	k := 0
 	for _, a := range acts {
 		if a.Kind == ipam.AttachENI {

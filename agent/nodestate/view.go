@@ -93,7 +93,7 @@ func (n *Node) View(now time.Time) View {
 		Written:           n.dur.written,
 		ENIConfigOK:       n.cloud.eniCfgOK,
 		Urgent:            slices.Clone(n.urgentJobs),
-		Subnets:           n.planner.subnets(),
+		Subnets:           poolSubnets(n),
 		Exhausted:         n.pressure.recent(now),
 		UnderPressure:     slices.Clone(n.pressure.under),
 		ENIConfigMessage:  n.cloud.eniCfgMsg,
@@ -151,7 +151,7 @@ func (n *Node) Summary(now time.Time) View {
 		Stale:         slices.Clone(n.stale),
 		ENIConfigOK:   n.cloud.eniCfgOK,
 		Urgent:        slices.Clone(n.urgentJobs),
-		Subnets:       n.planner.subnets(),
+		Subnets:       poolSubnets(n),
 		Exhausted:     n.pressure.recent(now),
 		UnderPressure: slices.Clone(n.pressure.under),
 	}

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"slices"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/clock"
+)
+
+// spender is the agent's side of the cluster's EC2 budget (Options.Budget):
+// it asks before jobs call EC2 and keeps the machine told of subnet
+// pressure.
+type spender struct{ a *Agent }
+
+// granted waits until the cluster's EC2 budget, if there is one, grants
+// the job's calls: pods waiting for the job (nodestate's Urgent, read
+// afresh at every ask) go before warm-pool work. It is false only when
+// ctx ended.
+func (pt *spender) granted(ctx context.Context, j nodestate.Job) bool {
+	a := pt.a
+	calls := j.Calls()
+	if a.budget == nil || len(calls) == 0 {
+		return true
+	}
+	urgent := func() bool {
+		h := a.summary.Load()
+		return h != nil && slices.Contains(h.view.Urgent, j.ID)
+	}
+	return a.budget.Acquire(ctx, calls, urgent) == nil
+}
+
+// watchPressure asks the budget controller, every reconcile interval,
+// which of the pool's subnets are nearly full, reporting those EC2 found
+// out of addresses, and tells the machine when the answer changes.
+func (pt *spender) watchPressure(ctx context.Context) {
+	a := pt.a
+	var last []string
+	for clock.Sleep(a.clk, a.cfg.ReconcileInterval, ctx.Done()) {
+		h := a.summary.Load()
+		if h == nil {
+			continue
+		}
+		p := a.budget.Pressure(ctx, h.view.Subnets, h.view.Exhausted)
+		if slices.Equal(p, last) {
+			continue
+		}
+		if len(p) > 0 {
+			a.log.Warn("subnet nearly full: keeping no warm pool and giving back addresses pods do not use", "subnets", p)
+		} else if len(last) > 0 {
+			a.log.Info("subnet pressure over: warm pool targets back in force")
+		}
+		last = p
+		if !a.loop.send(ctx, nodestate.SubnetPressure{Subnets: p}) {
+			return
+		}
+	}
+}
