@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,6 +24,9 @@ func TestTheServerRefusesBadRequestsWithAReason(t *testing.T) {
 	srv := NewServer(budget.New(budget.DefaultConfig()), clock.NewManual(t0), ServerOptions{
 		Leading: func() bool { return leading },
 		Authorize: func(_ context.Context, tok string) error {
+			if tok == "unreviewable" {
+				return fmt.Errorf("review: %w", ErrUnavailable)
+			}
 			if tok != "agent-token" {
 				return errors.New("token of system:serviceaccount:default:intruder: not an agent")
 			}
@@ -40,6 +44,7 @@ func TestTheServerRefusesBadRequestsWithAReason(t *testing.T) {
 		{"other path", "POST", "/v1/other", "agent-token", `{}`, false, 404, ""},
 		{"no token", "POST", ReservePath, "", `{"node":"n1"}`, false, 401, "missing bearer token"},
 		{"wrong token", "POST", ReservePath, "x", `{"node":"n1"}`, false, 403, "not an agent"},
+		{"token not checkable now", "POST", ReservePath, "unreviewable", `{"node":"n1"}`, false, 503, "cannot check credentials"},
 		{"not leading", "POST", ReservePath, "agent-token", `{"node":"n1"}`, true, 503, "not the leader"},
 		{"garbage", "POST", ReservePath, "agent-token", `{"node":`, false, 400, "decode request"},
 		{"unknown field", "POST", ReservePath, "agent-token", `{"node":"n1","tokens":5}`, false, 400, "unknown field"},

@@ -14,6 +14,11 @@ import (
 	"github.com/vpcnet/vpcnet/clock"
 )
 
+// ErrUnavailable, in an Authorize error's chain, says the token could not
+// be checked (the API server did not answer) rather than that it was
+// refused: the agent is answered 503, not 403.
+var ErrUnavailable = errors.New("cannot check credentials now")
+
 // Server serves a Ledger to the agents. It is safe for concurrent use.
 type Server struct {
 	clk clock.Clock
@@ -98,7 +103,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		if err := s.authorize(req.Context(), tok); err != nil {
-			http.Error(w, err.Error(), http.StatusForbidden)
+			code := http.StatusForbidden
+			if errors.Is(err, ErrUnavailable) {
+				code = http.StatusServiceUnavailable
+			}
+			http.Error(w, err.Error(), code)
 			return
 		}
 	}

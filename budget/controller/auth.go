@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 )
 
 // TokenReviewer creates TokenReviews: client-go's
@@ -82,7 +83,7 @@ func NewAuthorizer(reviews TokenReviewer, o AuthorizerOptions) *Authorizer {
 
 // errReviewFailed wraps a failure to ask the API server, as opposed to
 // its answer.
-var errReviewFailed = errors.New("cannot check the token with the API server (TokenReview)")
+var errReviewFailed = fmt.Errorf("cannot check the token with the API server (TokenReview): %w", budgetapi.ErrUnavailable)
 
 // Authorize says whether token belongs to an allowed client: nil, or why
 // not. Errors reaching the API server are not cached.
