@@ -2,7 +2,9 @@ package kube
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,12 +111,27 @@ func TestNoNodeForThisInstanceIsReportedWithBothNamesTried(t *testing.T) {
 	}
 }
 
+// pageLog is the list options of every page served; the Node informer
+// and the search list from goroutines of their own.
+type pageLog struct {
+	mu    sync.Mutex // guards pages
+	pages []metav1.ListOptions
+}
+
+func (l *pageLog) all() []metav1.ListOptions {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.pages)
+}
+
 // pagedNodes serves Nodes the way a real API server pages a list: limit
 // per page and a continue token, counting the pages it served.
-func pagedNodes(t *testing.T, cs *fake.Clientset, nodes []corev1.Node, pages *[]metav1.ListOptions) {
+func pagedNodes(t *testing.T, cs *fake.Clientset, nodes []corev1.Node, pages *pageLog) {
 	cs.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		opts := a.(k8stesting.ListActionImpl).ListOptions
-		*pages = append(*pages, opts)
+		pages.mu.Lock()
+		pages.pages = append(pages.pages, opts)
+		pages.mu.Unlock()
 		if opts.Limit <= 0 {
 			t.Errorf("Nodes listed without a limit: all of a large cluster at once")
 			return true, &corev1.NodeList{Items: nodes}, nil
@@ -139,7 +156,7 @@ func TestProviderIDSearchListsPagesAndStopsAtTheMatch(t *testing.T) {
 	}
 	nodes[4].Spec.ProviderID = ourProviderID // on the third page of 2
 	cs := fake.NewClientset()
-	var pages []metav1.ListOptions
+	var pages pageLog
 	pagedNodes(t, cs, nodes, &pages)
 	h := start(t, Options{ListPageSize: 2}, cs, nil)
 	st := h.waitFor(t, "found the Node", nodeFound)
@@ -149,7 +166,7 @@ func TestProviderIDSearchListsPagesAndStopsAtTheMatch(t *testing.T) {
 	// The Node informer lists too, with its own field selector; count the
 	// search's pages only.
 	var search []metav1.ListOptions
-	for _, p := range pages {
+	for _, p := range pages.all() {
 		if p.FieldSelector == "" {
 			search = append(search, p)
 		}
