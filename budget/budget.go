@@ -185,8 +185,9 @@ type action struct {
 	// tat is GCRA's theoretical arrival time: the slot after the last
 	// one granted.
 	tat time.Time
-	// aimd is the fraction of the granted rate in force: 1 until EC2
-	// refuses, then halved, winning back (1-Floor) per Recovery.
+	// factor is the fraction of the granted rate in force after the last
+	// decrease (AIMD): 1 until EC2 refuses, then halved, and rate()
+	// wins back (1-Floor) of it per Recovery.
 	factor    float64
 	decreased time.Time
 	// Counters, for Stats.
@@ -251,7 +252,8 @@ func (l *Ledger) params(a *action, now time.Time) (gap, tolerance time.Duration)
 }
 
 // throttle records EC2's refusal of an action: its rate halves, at most
-// once per gap of its own (one refusal wave is one decrease).
+// once a second (the refusals of one wave, reported by many nodes, are
+// one decrease).
 func (l *Ledger) throttle(a *action, now time.Time) {
 	a.throttled++
 	r := l.rate(a, now)
