@@ -60,7 +60,7 @@ func (c *controller) acquire(n *node, gen int, actions []string, urgent func() b
 	r.q.at(r.now().Add(controllerRTT/2), ask)
 }
 
-// watchPressure is the agent's pressure loop (agent/loop.go): every
+// watchPressure is the agent's pressure loop (agent/budget.go): every
 // reconcile interval the node reports the subnets EC2 found out of
 // addresses and learns which of its subnets are nearly full; a change
 // goes to the machine.

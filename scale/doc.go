@@ -23,4 +23,10 @@
 // (agent/startup.go) is followed step by step: IMDS, the instance type's
 // limits from the table, EC2's attached ENIs with start-up's backoff, the
 // host's routes.
+//
+// With Options.Budget (vpcnet-scale's default, as the chart installs it)
+// every node asks one budget.Ledger, the budget controller's own code,
+// before each job that calls EC2 and every reconcile interval for subnet
+// pressure, as agent/budget.go does; only the controller's HTTP transport
+// is left out (a 5 ms round trip stands in for it).
 package scale
