@@ -72,6 +72,9 @@ func TestTheServerRefusesBadRequestsWithAReason(t *testing.T) {
 
 // fakeController answers asks with scripted grants and records them.
 type fakeController struct {
+	// during, when set, runs while a request is being answered.
+	during func()
+
 	mu      sync.Mutex // guards below
 	asks    []budget.Request
 	answers []budget.Grant
@@ -80,6 +83,9 @@ type fakeController struct {
 
 func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := decodeRequest(r.Body)
+	if f.during != nil {
+		f.during()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil || f.fail {
@@ -212,6 +218,46 @@ func TestPressureIsAskedWithTheSubnetsAndReportsExhaustion(t *testing.T) {
 	f.mu.Unlock()
 	if got := c.Pressure(context.Background(), []string{"subnet-1"}, nil); got != nil {
 		t.Fatalf("pressure %v from a failing controller; want none", got)
+	}
+}
+
+// Refusals reported in an ask the controller did not answer are
+// reported again, once each: a request naming more than MaxNames is
+// refused, and the node would go alone for good.
+func TestRefusalsAreReportedAgainAfterAFailedAskOnceEach(t *testing.T) {
+	f := &fakeController{fail: true}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk, Alone: time.Second,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+	var actions []string
+	for i := range MaxNames {
+		actions = append(actions, fmt.Sprintf("Action%d", i))
+	}
+	for _, a := range actions {
+		c.Throttled(a)
+	}
+	// The same actions are refused again while the failing ask is out.
+	f.during = func() {
+		for _, a := range actions {
+			c.Throttled(a)
+		}
+	}
+	never := func() bool { return false }
+	if err := c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.fail, f.during = false, nil
+	f.mu.Unlock()
+	clk.Advance(2 * time.Second)
+	if err := c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never); err != nil {
+		t.Fatal(err)
+	}
+	asks := f.recorded()
+	if len(asks) != 1 || !slices.Equal(asks[0].Throttled, actions) {
+		t.Fatalf("asks after the controller came back: %+v; want one reporting each of the %d refused actions once", asks, MaxNames)
 	}
 }
 

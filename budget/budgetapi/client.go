@@ -129,10 +129,18 @@ func (c *Client) Status() ClientStatus {
 // the next request tells the controller.
 func (c *Client) Throttled(action string) {
 	c.mu.Lock()
-	if !slices.Contains(c.throttled, action) && len(c.throttled) < 16 {
-		c.throttled = append(c.throttled, action)
-	}
+	c.noteThrottled(action)
 	c.mu.Unlock()
+}
+
+// noteThrottled adds action to the refusals to report, once, at most
+// MaxNames of them (a request with more is refused). c.mu is held.
+func (c *Client) noteThrottled(actions ...string) {
+	for _, a := range actions {
+		if !slices.Contains(c.throttled, a) && len(c.throttled) < MaxNames {
+			c.throttled = append(c.throttled, a)
+		}
+	}
 }
 
 // Acquire returns once the calls of actions may be made: granted by the
@@ -215,15 +223,15 @@ func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bo
 		c.mu.Unlock()
 		return g, true
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.noteThrottled(r.Throttled...) // still to report
 	if parent.Err() != nil {
 		return budget.Grant{}, false // the job is cancelled, not the controller gone
 	}
-	c.mu.Lock()
 	c.addr = "" // look the leader up again next time
 	c.aloneUntil = c.clk.Now().Add(c.alone)
 	c.lastErr = err
-	c.throttled = append(c.throttled, r.Throttled...)
-	c.mu.Unlock()
 	c.log.Warn("budget controller did not answer; calling EC2 on this node's own budget for a while",
 		"for", c.alone, "err", err)
 	return budget.Grant{}, false
