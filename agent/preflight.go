@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/introspect"
@@ -154,14 +155,15 @@ func (pt *starter) probe(ctx context.Context) introspect.IAMStatus {
 			unknown(action, err)
 		}
 	}
-	// A thousand agents starting together probe together, and EC2
-	// counts a DryRun against the action's request bucket: the budget,
+	// A thousand agents starting together probe together, and a DryRun
+	// is a request like any other to EC2's throttling (whether it takes
+	// a token from the action's bucket is not documented): the budget,
 	// if any, grants the probe's calls as warm-pool work, after pods.
 	if a.budget != nil {
 		calls := []string{"DescribeNetworkInterfaces"}
 		for _, need := range a.neededFeatures(self.InstanceType) {
 			for _, action := range need.actions {
-				if !slices.Contains(calls, action) && len(calls) < 16 {
+				if !slices.Contains(calls, action) && len(calls) < budgetapi.MaxNames {
 					calls = append(calls, action)
 				}
 			}

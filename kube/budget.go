@@ -100,15 +100,3 @@ func (c *Client) BudgetEndpoint(ctx context.Context, namespace, name string) (st
 	}
 	return BudgetEndpoint(ctx, rc.rc, namespace, name, c.now())
 }
-
-// BudgetLookup returns BudgetEndpoint bound to a REST client for the API
-// server rc names, for the agent's budget client.
-func BudgetLookup(rc *rest.Config) (func(ctx context.Context, namespace, name string, now time.Time) (string, error), error) {
-	core, err := newRESTCore(rc)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, namespace, name string, now time.Time) (string, error) {
-		return BudgetEndpoint(ctx, core.rc, namespace, name, now)
-	}, nil
-}

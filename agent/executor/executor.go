@@ -403,7 +403,7 @@ func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodesta
 		// cluster-wide budget grants (Job.Calls).
 		shown, err := x.Cloud.IMDSShowsMAC(ctx, job.MAC)
 		res.NotYet, res.IMDSOnly = true, true
-		res.Shown, res.IMDSFailed = shown || err != nil, err != nil
+		res.AskEC2, res.IMDSFailed = shown || err != nil, err != nil
 		return res
 	}
 	enis, err := x.Cloud.DescribeENIs(ctx, job.ENIID)

@@ -527,7 +527,7 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		n.log.Error("ENI did not attach in time; a later read of EC2 adopts it if it does", "eni", j.ENIID, "waited", now.Sub(at.since).String())
 		return
 	}
-	if ev.Shown {
+	if ev.AskEC2 {
 		// IMDS shows the interface (or cannot answer, and is not
 		// watched any more): ask EC2 at once.
 		if ev.IMDSFailed {

@@ -61,6 +61,23 @@ func splitmix(x uint64) uint64 {
 
 func (b *growBackoff) reset() { b.delay, b.until = 0, time.Time{} }
 
+// planSnapshot is the pool as the planner sees it at now: addresses
+// cooling only because of a restart count as free, and the waiting and
+// remembered Adds are its demand.
+func planSnapshot(n *Node, now time.Time) ipam.Snapshot {
+	snap := n.pool.Snapshot(now)
+	n.planner.countRestartCoolingAsFree(&snap)
+	snap.Waiting = n.reqs.demandCount()
+	return snap
+}
+
+// withoutWarm is cfg with no warm or minimum target: the pool for the
+// pods that wait, and nothing more.
+func withoutWarm(cfg ipam.PlanConfig) ipam.PlanConfig {
+	cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
+	return cfg
+}
+
 func freeAddresses(s ipam.Snapshot) int {
 	k := 0
 	for _, e := range s.ENIs {
@@ -90,9 +107,7 @@ func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
 // capacity: without, it says what the pool still lacks until they land.
 func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
 	n := x.n
-	snap := n.pool.Snapshot(now)
-	n.planner.countRestartCoolingAsFree(&snap)
-	snap.Waiting = n.reqs.demandCount()
+	snap := planSnapshot(n, now)
 	// Free before the attachments under way, which land only after an
 	// attach delay: what a burst's next Adds can take meanwhile.
 	free := freeAddresses(snap)
@@ -104,12 +119,10 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if n.pressure.on(n) {
 		// The subnet is nearly full: hold what waiting pods need and
 		// give the rest back for other nodes' pods.
-		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
-		return ipam.Plan(snap, cfg, lim, now)
+		return ipam.Plan(snap, withoutWarm(cfg), lim, now)
 	}
 	if n.planner.demandOnly(now) {
-		cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
-		acts, short := ipam.Plan(snap, cfg, lim, now)
+		acts, short := ipam.Plan(snap, withoutWarm(cfg), lim, now)
 		return slices.DeleteFunc(acts, isShrink), short
 	}
 	ahead := n.burst.anticipated(now, len(n.reqs.waiters), free)

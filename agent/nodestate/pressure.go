@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -40,6 +41,7 @@ func (p *pressure) noteExhausted(subnet string, now time.Time) {
 	if p.exhausted == nil {
 		p.exhausted = map[string]time.Time{}
 	}
+	maps.DeleteFunc(p.exhausted, func(_ string, at time.Time) bool { return now.Sub(at) >= exhaustedFor })
 	p.exhausted[subnet] = now
 }
 
@@ -49,8 +51,6 @@ func (p *pressure) recent(now time.Time) []string {
 	for s, at := range p.exhausted {
 		if now.Sub(at) < exhaustedFor {
 			out = append(out, s)
-		} else {
-			delete(p.exhausted, s)
 		}
 	}
 	slices.Sort(out)

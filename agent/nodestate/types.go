@@ -219,11 +219,11 @@ type AttachResult struct {
 	NotYet bool
 	// IMDSOnly says the answer came from IMDS alone (no EC2 call).
 	IMDSOnly bool
-	// Shown says IMDS shows the interface, or could not answer: EC2 is
-	// to be asked now, in a job of its own (which a cluster-wide budget
-	// can grant, see Job.Calls). IMDSFailed says IMDS could not answer.
-	Shown, IMDSFailed bool
-	Err               error
+	// AskEC2 says EC2 is to be asked now, in a job of its own (which a
+	// cluster-wide budget can grant, see Job.Calls): IMDS shows the
+	// interface, or could not answer (IMDSFailed).
+	AskEC2, IMDSFailed bool
+	Err                error
 }
 
 // DOTResult answers JobSetDeleteOnTermination.

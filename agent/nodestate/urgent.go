@@ -41,12 +41,8 @@ func markUrgent(n *Node, now time.Time) {
 // beyond the pool's attached ENIs: the plan with no warm target and no
 // attachment under way counted.
 func demandAttaches(n *Node, now time.Time) int {
-	snap := n.pool.Snapshot(now)
-	n.planner.countRestartCoolingAsFree(&snap)
-	snap.Waiting = n.reqs.demandCount()
-	cfg := n.frag.planConfig(n.cloud.plan, now)
-	cfg.WarmENITarget, cfg.WarmIPTarget, cfg.MinimumIPTarget, cfg.WarmPrefixTarget = 0, 0, 0, 0
-	acts, _ := ipam.Plan(snap, cfg, n.planner.limits(), now)
+	cfg := withoutWarm(n.frag.planConfig(n.cloud.plan, now))
+	acts, _ := ipam.Plan(planSnapshot(n, now), cfg, n.planner.limits(), now)
 	k := 0
 	for _, a := range acts {
 		if a.Kind == ipam.AttachENI {

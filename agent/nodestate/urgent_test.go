@@ -79,7 +79,7 @@ func TestEC2IsAskedInAJobOfItsOwnOnceIMDSShowsAChange(t *testing.T) {
 	if !ok || watch.MAC == "" || len(watch.Calls()) != 0 {
 		t.Fatalf("first look at the attachment %+v; want IMDS only, no EC2 call", watch)
 	}
-	n.Step(now, AttachResult{JobID: watch.ID, NotYet: true, IMDSOnly: true, Shown: true})
+	n.Step(now, AttachResult{JobID: watch.ID, NotYet: true, IMDSOnly: true, AskEC2: true})
 	jobs, _ = drain(t, n, now)
 	ask, ok := find(jobs, func(j Job) bool { return j.Kind == JobConfirmAttach })
 	if !ok || ask.MAC != "" || !slices.Equal(ask.Calls(), []string{"DescribeNetworkInterfaces"}) {

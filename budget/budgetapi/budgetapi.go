@@ -18,6 +18,10 @@ import (
 // ReservePath is the controller's one endpoint.
 const ReservePath = "/v1/reserve"
 
+// MaxNames is the most actions, throttled actions, subnets or exhausted
+// subnets one request may name.
+const MaxNames = 16
+
 // MaxRequestBytes bounds a request body: a request names a handful of
 // actions.
 const MaxRequestBytes = 64 << 10
@@ -53,8 +57,8 @@ func Validate(r budget.Request) error {
 	if r.Node == "" {
 		return fmt.Errorf("request names no node")
 	}
-	if len(r.Actions) > 16 || len(r.Throttled) > 16 || len(r.Subnets) > 16 || len(r.Exhausted) > 16 {
-		return fmt.Errorf("request from %s names %d actions, %d throttled ones, %d subnets and %d exhausted ones; at most 16 each", r.Node, len(r.Actions), len(r.Throttled), len(r.Subnets), len(r.Exhausted))
+	if max(len(r.Actions), len(r.Throttled), len(r.Subnets), len(r.Exhausted)) > MaxNames {
+		return fmt.Errorf("request from %s names %d actions, %d throttled ones, %d subnets and %d exhausted ones; at most %d each", r.Node, len(r.Actions), len(r.Throttled), len(r.Subnets), len(r.Exhausted), MaxNames)
 	}
 	for _, s := range append(append([]string(nil), r.Subnets...), r.Exhausted...) {
 		if !validID(s) {

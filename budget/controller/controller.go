@@ -6,8 +6,9 @@
 // they are with their service account token, which the controller checks
 // with a TokenReview.
 //
-// The controller holds no state worth keeping: a new leader starts an
-// empty schedule, and an agent that cannot reach any leader calls EC2 on
+// The controller holds no state worth keeping: a new leader starts a
+// schedule of its own with every bucket taken as spent (the last leader
+// may have granted a whole burst before it stopped), and an agent that cannot reach any leader calls EC2 on
 // its own budget, as it does with no controller installed.
 //
 // # API access (for the Role and ClusterRole in deploy/vpcnet.yaml)

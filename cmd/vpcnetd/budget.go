@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
+	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/kube"
@@ -18,18 +19,16 @@ import (
 
 // budgetClient is the agent's client of the EC2 budget controller that
 // VPCNET_BUDGET_LEASE names, or nil when it names none. The controller's
-// leader is found through its Lease on the API server rc names, and the
-// agent proves who it is with its service account token.
-func budgetClient(cfg config.Config, rc *rest.Config, reg prometheus.Registerer, log *slog.Logger) (*budgetapi.Client, error) {
+// leader is found through its Lease with the agent's own Kubernetes
+// client k, and the agent proves who it is with the service account
+// token rc authenticates with.
+func budgetClient(cfg config.Config, k agent.Kube, rc *rest.Config, reg prometheus.Registerer, log *slog.Logger) (*budgetapi.Client, error) {
 	if cfg.BudgetLease == "" {
 		return nil, nil
 	}
-	if rc == nil {
+	kc, ok := k.(*kube.Client)
+	if !ok || rc == nil {
 		return nil, fmt.Errorf("VPCNET_BUDGET_LEASE=%s names the budget controller's Lease, which is read from the Kubernetes API, and none is configured: run vpcnetd in the cluster, set VPCNET_KUBECONFIG, or unset VPCNET_BUDGET_LEASE", cfg.BudgetLease)
-	}
-	lookup, err := kube.BudgetLookup(rc)
-	if err != nil {
-		return nil, fmt.Errorf("budget controller lookup: %w", err)
 	}
 	ns, name, _ := strings.Cut(cfg.BudgetLease, "/")
 	node := cfg.NodeName
@@ -49,7 +48,7 @@ func budgetClient(cfg config.Config, rc *rest.Config, reg prometheus.Registerer,
 	return budgetapi.NewClient(budgetapi.ClientOptions{
 		Node: node,
 		Endpoint: func(ctx context.Context) (string, error) {
-			return lookup(ctx, ns, name, time.Now())
+			return kc.BudgetEndpoint(ctx, ns, name)
 		},
 		Token: serviceAccountToken(rc),
 		Log:   log.With("component", "budget"),

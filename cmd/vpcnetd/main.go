@@ -51,7 +51,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	bc, err := budgetClient(cfg, rc, reg, log)
+	bc, err := budgetClient(cfg, k, rc, reg, log)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ current-context: x
 			k, rc, err := kubeLayer(cfg, slog.New(slog.DiscardHandler))
 			var bc *budgetapi.Client
 			if err == nil {
-				bc, err = budgetClient(cfg, rc, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+				bc, err = budgetClient(cfg, k, rc, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
