@@ -13,45 +13,30 @@ import (
 // attachment: up to twice the attach delay. The machine instead counts
 // the Adds it expects within one attach delay at the rate they have been
 // arriving, and starts every attachment for them at once.
-//
-// The rate is that of every new Add, not only of those that found the
-// pool empty: a fresh node's warm addresses serve a burst's first Adds,
-// and waiting for the first Add to find none started the attachments a
-// second late (1.23 attach delays for 100 pods on an m5.4xlarge in make
-// bench). Attachments start as soon as the free addresses are projected
-// to run out within one attach delay.
 const (
 	// arrivalWindow is how far back the arrival rate is measured.
 	arrivalWindow = time.Second
 	// attachGuess stands for the attach delay until one was observed:
 	// EC2 takes seconds to attach an ENI.
 	attachGuess = 5 * time.Second
-	// A burst is at least minBurstArrivals Adds spread over at least
-	// minBurstSpan, the last no longer than burstQuiet ago.
+	// A burst is at least minBurstArrivals waiting Adds spread over at
+	// least minBurstSpan, the last no longer than burstQuiet ago.
 	minBurstArrivals = 3
 	minBurstSpan     = 50 * time.Millisecond
 	burstQuiet       = 250 * time.Millisecond
-	// Before any Add waits, the projection needs minProjectArrivals
-	// Adds within arrivalWindow: a few Adds close together are what a
-	// steady churn of 5 pods a second looks like on a loaded machine,
-	// and a rate taken from three of them made make bench's churn
-	// attach an ENI it did not need (3 mutating EC2 calls where the
-	// goal is none). A burst of 100 pods brings 10 within a few hundred
-	// milliseconds.
-	minProjectArrivals = 10
 )
 
 type burst struct {
-	// arrivals are when new Adds came (not retries of an Add already
-	// answered), within arrivalWindow.
+	// arrivals are when Adds that found no free address came, within
+	// arrivalWindow.
 	arrivals []time.Time
 	// attachTook is the last attachment's duration, from EC2's answer
 	// to the attach to the ENI being seen attached.
 	attachTook time.Duration
 }
 
-// arrived records a new Add, whether or not it found a free address.
-func (b *burst) arrived(now time.Time) {
+// waited records an Add that found the pool empty.
+func (b *burst) waited(now time.Time) {
 	b.prune(now)
 	b.arrivals = append(b.arrivals, now)
 }
@@ -65,13 +50,15 @@ func (b *burst) prune(now time.Time) {
 }
 
 // anticipated is how many more Adds are expected before an attachment
-// started now lands, when those would run the free addresses out or
-// Adds already wait; none otherwise, since then the pool keeps up and
-// its warm targets are enough. The rate is measured over the span the
-// recent Adds arrived in, and only while they still arrive: Adds that
-// all came at one instant (a restart of the runtime, a retry wave) show
-// no burst still on its way.
-func (b *burst) anticipated(now time.Time, waiting, free int) int {
+// started now lands, while Adds are waiting: none when none wait, since
+// then the pool keeps up and its warm targets are enough. The rate is
+// measured over the span the recent waiting Adds arrived in, and only
+// while they still arrive: Adds that all came at one instant (a restart
+// of the runtime, a retry wave) show no burst still on its way.
+func (b *burst) anticipated(now time.Time, waiting int) int {
+	if waiting == 0 {
+		return 0
+	}
 	b.prune(now)
 	k := len(b.arrivals)
 	if k < minBurstArrivals {
@@ -87,11 +74,7 @@ func (b *burst) anticipated(now time.Time, waiting, free int) int {
 		d = attachGuess
 	}
 	rate := float64(k-1) / span.Seconds()
-	ahead := int(math.Ceil(rate * d.Seconds()))
-	if waiting == 0 && (ahead <= free || k < minProjectArrivals) {
-		return 0
-	}
-	return ahead
+	return int(math.Ceil(rate * d.Seconds()))
 }
 
 // expectedAttach is how long an attachment is expected to take: the last

@@ -78,16 +78,6 @@ func withoutWarm(cfg ipam.PlanConfig) ipam.PlanConfig {
 	return cfg
 }
 
-func freeAddresses(s ipam.Snapshot) int {
-	k := 0
-	for _, e := range s.ENIs {
-		for _, b := range e.Blocks {
-			k += b.Free
-		}
-	}
-	return k
-}
-
 func isGrowth(act ipam.Action) bool {
 	return act.Kind == ipam.AssignBlocks || act.Kind == ipam.AttachENI
 }
@@ -108,9 +98,6 @@ func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
 func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
 	n := x.n
 	snap := planSnapshot(n, now)
-	// Free before the attachments under way, which land only after an
-	// attach delay: what a burst's next Adds can take meanwhile.
-	free := freeAddresses(snap)
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
@@ -125,7 +112,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		acts, short := ipam.Plan(snap, withoutWarm(cfg), lim, now)
 		return slices.DeleteFunc(acts, isShrink), short
 	}
-	ahead := n.burst.anticipated(now, len(n.reqs.waiters), free)
+	ahead := n.burst.anticipated(now, len(n.reqs.waiters))
 	if ahead == 0 {
 		return ipam.Plan(snap, cfg, lim, now)
 	}

@@ -88,11 +88,11 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 		n.out.Replies = append(n.out.Replies, Reply{ID: ev.ID, Err: errors.New("the attachment's previous address is still being released; retry")})
 		return
 	}
-	n.burst.arrived(now)
 	if n.reqs.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod, deadline: now.Add(n.cfg.AddWait)})
+	n.burst.waited(now)
 }
 
 // tryAssign gives key an address if one is free; the reply waits for the
