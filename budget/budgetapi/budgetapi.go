@@ -18,6 +18,12 @@ import (
 // ReservePath is the controller's one endpoint.
 const ReservePath = "/v1/reserve"
 
+// NotLeaderHeader marks a 503 from a replica that does not lead (yet).
+// At a failover the Lease names the new leader a moment before that
+// replica hears it won, so an agent that read the Lease may ask too
+// early: it steps aside only briefly for this answer, not for Alone.
+const NotLeaderHeader = "Vpcnet-Budget-Not-Leader"
+
 // MaxNames is the most actions, throttled actions, subnets or exhausted
 // subnets one request may name.
 const MaxNames = 16

@@ -79,6 +79,8 @@ type fakeController struct {
 	asks    []budget.Request
 	answers []budget.Grant
 	fail    bool
+	// notLeading answers as a replica that does not lead.
+	notLeading bool
 }
 
 func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +92,10 @@ func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	if err != nil || f.fail {
 		http.Error(w, "broken", http.StatusInternalServerError)
+		return
+	}
+	if f.notLeading {
+		NewServer(nil, nil, ServerOptions{Leading: func() bool { return false }}).ServeHTTP(w, r)
 		return
 	}
 	f.asks = append(f.asks, req)
@@ -157,42 +163,63 @@ func TestTheClientWaitsAsToldAndAsksAgainWhenDeferred(t *testing.T) {
 }
 
 // TestWithoutAControllerTheClientStepsAsideForAWhile: a failed ask lets
-// the job go at once, later asks go at once without trying for the
-// Alone period, and then the controller is looked up again.
+// the job go at once, later asks go at once without trying for a while,
+// and then the controller is looked up again. A replica that does not
+// lead yet (the Lease already names it) costs only an election's pause,
+// not the whole Alone period.
 func TestWithoutAControllerTheClientStepsAsideForAWhile(t *testing.T) {
-	f := &fakeController{fail: true}
-	hs := httptest.NewServer(f)
-	defer hs.Close()
-	clk := clock.NewManual(t0)
-	lookups := 0
-	var outcomes []string
-	c := NewClient(ClientOptions{Node: "n1", Clock: clk, Alone: 30 * time.Second,
-		Endpoint: func(context.Context) (string, error) {
-			lookups++
-			return strings.TrimPrefix(hs.URL, "http://"), nil
-		},
-		Observe: func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
-	never := func() bool { return false }
-	for range 3 {
-		if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if lookups != 1 || len(f.recorded()) != 0 {
-		t.Fatalf("%d lookups; want 1 (then alone for 30 s)", lookups)
-	}
-	f.mu.Lock()
-	f.fail = false
-	f.mu.Unlock()
-	clk.Advance(31 * time.Second)
-	if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
-		t.Fatal(err)
-	}
-	if lookups != 2 || len(f.recorded()) != 1 {
-		t.Fatalf("after 31 s: %d lookups, %d asks; want the controller looked up and asked again", lookups, len(f.recorded()))
-	}
-	if want := []string{Alone, Alone, Alone, Granted}; !slices.Equal(outcomes, want) {
-		t.Errorf("outcomes %v; want %v", outcomes, want)
+	for _, tc := range []struct {
+		name    string
+		breakIt func(f *fakeController)
+		aside   time.Duration
+	}{
+		{"controller broken", func(f *fakeController) { f.fail = true }, 30 * time.Second},
+		{"replica not leading yet", func(f *fakeController) { f.notLeading = true }, electionPause},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeController{}
+			tc.breakIt(f)
+			hs := httptest.NewServer(f)
+			defer hs.Close()
+			clk := clock.NewManual(t0)
+			lookups := 0
+			var outcomes []string
+			c := NewClient(ClientOptions{Node: "n1", Clock: clk, Alone: 30 * time.Second,
+				Endpoint: func(context.Context) (string, error) {
+					lookups++
+					return strings.TrimPrefix(hs.URL, "http://"), nil
+				},
+				Observe: func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
+			never := func() bool { return false }
+			acquire := func() {
+				t.Helper()
+				if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 3 {
+				acquire()
+			}
+			if lookups != 1 || len(f.recorded()) != 0 {
+				t.Fatalf("%d lookups; want 1 (then alone for %v)", lookups, tc.aside)
+			}
+			f.mu.Lock()
+			f.fail, f.notLeading = false, false
+			f.mu.Unlock()
+			clk.Advance(tc.aside - time.Millisecond)
+			acquire()
+			if lookups != 1 {
+				t.Fatalf("%v after the failure the controller was looked up again; want alone for %v", tc.aside-time.Millisecond, tc.aside)
+			}
+			clk.Advance(time.Millisecond)
+			acquire()
+			if lookups != 2 || len(f.recorded()) != 1 {
+				t.Fatalf("after %v: %d lookups, %d asks; want the controller looked up and asked again", tc.aside, lookups, len(f.recorded()))
+			}
+			if want := []string{Alone, Alone, Alone, Alone, Granted}; !slices.Equal(outcomes, want) {
+				t.Errorf("outcomes %v; want %v", outcomes, want)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -203,6 +204,15 @@ func (c *Client) done(outcome string, start time.Time) {
 	}
 }
 
+// errNotLeader: the replica asked does not lead; an election is under way
+// or just ended.
+var errNotLeader = errors.New("an election is under way")
+
+// electionPause is how long the agent steps aside after asking a replica
+// that does not lead: about one retry period of the election, after which
+// the Lease names the leader that knows it leads.
+const electionPause = 2 * time.Second
+
 // ask makes one request; ok is false when the agent should go alone.
 func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bool) {
 	c.mu.Lock()
@@ -230,10 +240,14 @@ func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bo
 		return budget.Grant{}, false // the job is cancelled, not the controller gone
 	}
 	c.addr = "" // look the leader up again next time
-	c.aloneUntil = c.clk.Now().Add(c.alone)
+	alone := c.alone
+	if errors.Is(err, errNotLeader) {
+		alone = min(alone, electionPause)
+	}
+	c.aloneUntil = c.clk.Now().Add(alone)
 	c.lastErr = err
 	c.log.Warn("budget controller did not answer; calling EC2 on this node's own budget for a while",
-		"for", c.alone, "err", err)
+		"for", alone, "err", err)
 	return budget.Grant{}, false
 }
 
@@ -271,7 +285,11 @@ func (c *Client) post(ctx context.Context, addr string, r budget.Request) (budge
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return budget.Grant{}, fmt.Errorf("ask %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
+		err := fmt.Errorf("ask %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(NotLeaderHeader) != "" {
+			err = fmt.Errorf("%w (%w)", err, errNotLeader)
+		}
+		return budget.Grant{}, err
 	}
 	var a Answer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxRequestBytes)).Decode(&a); err != nil {

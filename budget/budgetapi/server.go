@@ -93,6 +93,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !s.leading() {
+		w.Header().Set(NotLeaderHeader, "1")
 		http.Error(w, "not the leader: look up the Lease again", http.StatusServiceUnavailable)
 		return
 	}
