@@ -88,10 +88,12 @@ type Client struct {
 	pods        cache.Store
 
 	// Startup taint: see taint.go.
-	ready      bool
-	taintErr   string
-	taintGone  time.Time
-	eniWatcher *eniWatch
+	ready     bool
+	taintErr  string
+	taintGone time.Time
+	// taintPatching: the patch removing the taint is in flight.
+	taintPatching bool
+	eniWatcher    *eniWatch
 }
 
 // eventQueue bounds the Events waiting to be recorded: past it, new ones

@@ -75,14 +75,20 @@ func (c *Client) removeTaint(ctx context.Context) error {
 		return err
 	}
 	what := fmt.Sprintf("remove taint %s from Node %s", key, node.Name)
+	c.mu.Lock()
+	c.taintPatching = true
+	c.mu.Unlock()
 	_, err = c.cs.CoreV1().Nodes().Patch(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "vpcnetd"})
 	c.noteAPI(what, err)
+	c.mu.Lock()
+	c.taintPatching = false
+	if err == nil {
+		c.taintGone = c.now()
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	c.mu.Lock()
-	c.taintGone = c.now()
-	c.mu.Unlock()
 	c.log.Info("startup taint removed: the agent can serve pods", "taint", key, "node", node.Name)
 	c.notify()
 	return nil
@@ -130,6 +136,10 @@ func (c *Client) taintStateLocked() (string, bool) {
 		return "none: VPCNET_STARTUP_TAINT is empty", true
 	case c.node == nil:
 		return fmt.Sprintf("%s: waiting to find the Node", key), false
+	case !hasTaint(c.node.Spec.Taints, key) && c.taintPatching:
+		// The watch may deliver the patched Node before the patch's
+		// answer: the agent's own removal, not yet recorded.
+		return fmt.Sprintf("%s: the agent is ready; removing it from Node %s", key, c.node.Name), false
 	case !hasTaint(c.node.Spec.Taints, key) && !c.taintGone.IsZero():
 		return fmt.Sprintf("%s: removed from Node %s at %s", key, c.node.Name, c.taintGone.UTC().Format(time.RFC3339)), true
 	case !hasTaint(c.node.Spec.Taints, key):

@@ -143,3 +143,41 @@ func TestStartupTaintStates(t *testing.T) {
 		})
 	}
 }
+
+// TestTheTaintIsNotCalledAbsentWhileTheAgentsOwnPatchIsInFlight: the
+// watch can deliver the patched Node before the patch's answer comes
+// back; the state then must not say the taint was simply never there.
+func TestTheTaintIsNotCalledAbsentWhileTheAgentsOwnPatchIsInFlight(t *testing.T) {
+	cs := fake.NewClientset(newNode("n", ourProviderID, tainted(ours, someoneElse)))
+	var h *harness
+	var during agent.KubeState
+	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// Apply the change as the API server would, let the watch carry
+		// it to the client, and only then answer.
+		n, err := cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "n")
+		if err != nil {
+			return true, nil, err
+		}
+		node := n.(*corev1.Node).DeepCopy()
+		node.Spec.Taints = []corev1.Taint{someoneElse}
+		if err := cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), node, ""); err != nil {
+			return true, nil, err
+		}
+		during = h.waitFor(t, "see the patched Node", func(st agent.KubeState) bool {
+			h.c.mu.Lock()
+			defer h.c.mu.Unlock()
+			return h.c.node != nil && !hasTaint(h.c.node.Spec.Taints, startupTaint)
+		})
+		return true, node, nil
+	})
+	h = start(t, Options{NodeName: "n", StartupTaint: startupTaint}, cs, nil)
+	h.waitFor(t, "saw the taint", func(st agent.KubeState) bool { return strings.Contains(st.StartupTaint, "until the agent is ready") })
+	h.c.SetReady(true)
+	st := h.waitFor(t, "removed the taint", func(st agent.KubeState) bool { return st.TaintRemoved })
+	if during.TaintRemoved && !strings.Contains(during.StartupTaint, "removed from Node n") {
+		t.Errorf("while the patch was in flight the state said %q (removed: %v), want it still removing", during.StartupTaint, during.TaintRemoved)
+	}
+	if !strings.Contains(st.StartupTaint, "removed from Node n") {
+		t.Errorf("after the patch the state says %q", st.StartupTaint)
+	}
+}
