@@ -13,6 +13,7 @@ import (
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/introspect"
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // Custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG), as in the
@@ -33,10 +34,12 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		checks := map[string]string{} // EC2's definitive verdicts on subnets ("" is usable)
 		var last nodestate.ENIConfigUpdate
 		var lastMaxPods introspect.MaxPods
+		var lastBound []ipam.Pod
 		first := true
 		for {
 			a.bridge.noteKube()
 			lastMaxPods = a.bridge.noteMaxPods(ctx, lastMaxPods)
+			lastBound = a.bridge.noteScheduled(ctx, lastBound)
 			if a.cfg.CustomNetwork {
 				up := a.bridge.evalENIConfig(ctx, checks)
 				if first || up.OK != last.OK || up.Message != last.Message {
@@ -56,6 +59,21 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 			stop()
 		}
 	}()
+}
+
+// noteScheduled tells the state machine which pods the API server has
+// bound to the node when that changed since last (the pods it was told):
+// Adds on their way, whose attachments can start before they come.
+func (pt *kubeBridge) noteScheduled(ctx context.Context, last []ipam.Pod) []ipam.Pod {
+	a := pt.a
+	pods := a.kube.ScheduledPods()
+	if slices.Equal(pods, last) {
+		return last
+	}
+	if !a.loop.send(ctx, nodestate.PodsScheduled{Pods: pods}) {
+		return last
+	}
+	return pods
 }
 
 // kubeChanged is the Kubernetes layer's callback; it must not block.

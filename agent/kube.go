@@ -23,6 +23,10 @@ type Kube interface {
 	// condition holds and the CNI configuration is written). The startup
 	// taint is removed only while it can, and never added back.
 	SetReady(ready bool)
+	// ScheduledPods lists the pods bound to this node that need a
+	// pod-network address (not hostNetwork, not finished, not being
+	// deleted): Adds on their way. It must not wait for the API server.
+	ScheduledPods() []ipam.Pod
 	// Record queues an Event. Repeats are rate-limited; when the queue is
 	// full the Event is dropped rather than waited for.
 	Record(e Event)
@@ -71,6 +75,9 @@ func (NoKube) State() KubeState {
 
 // SetReady does nothing: there is no Node to untaint.
 func (NoKube) SetReady(bool) {}
+
+// ScheduledPods knows of none: there is no API server to ask.
+func (NoKube) ScheduledPods() []ipam.Pod { return nil }
 
 // Record drops e: there is nowhere to record it.
 func (NoKube) Record(Event) {}

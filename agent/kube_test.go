@@ -22,6 +22,8 @@ type fakeKube struct {
 	inst    Instance
 	events  []Event
 	ready   []bool
+	// scheduled are the pods bound to the node.
+	scheduled []ipam.Pod
 }
 
 var _ Kube = (*fakeKube)(nil)
@@ -49,6 +51,12 @@ func (f *fakeKube) State() KubeState {
 	st := f.state
 	st.ENIConfig.SecurityGroups = slices.Clone(st.ENIConfig.SecurityGroups)
 	return st
+}
+
+func (f *fakeKube) ScheduledPods() []ipam.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.scheduled)
 }
 
 func (f *fakeKube) SetReady(r bool) {
@@ -324,4 +332,30 @@ func decodeStatus(t *testing.T, body string) statusView {
 		t.Fatalf("/v1/status is not JSON: %v\n%s", err, body)
 	}
 	return st
+}
+
+// Issue 16: pods the API server binds to the node grow the pool before
+// their Adds come, through the agent's Kubernetes bridge.
+func TestPodsBoundToTheNodeGrowThePoolBeforeTheirAdds(t *testing.T) {
+	w := newWorld(t)
+	k := newFakeKube(KubeState{Reachable: true, Node: "n"})
+	n := w.node("i-node1", nil)
+	n.kube = k
+	a := n.start(t)
+	a.waitReady(t)
+	// m5.large: 3 ENIs of 9 pod addresses; the free ones meet the warm
+	// target.
+	a.settle(t, func(st ipam.Stats) bool { return len(st.ENIs) == 1 && st.Free == 9 })
+	var bound []ipam.Pod
+	for i := range 20 {
+		bound = append(bound, pod(i))
+	}
+	k.mu.Lock()
+	k.scheduled = bound
+	k.mu.Unlock()
+	k.set(func(*KubeState) {}) // the layer's change callback
+	st := a.settle(t, func(st ipam.Stats) bool { return len(st.ENIs) == 3 })
+	if st.Assigned != 0 {
+		t.Fatalf("%d addresses assigned with no Add made", st.Assigned)
+	}
 }

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // informer is a shared informer on one resource whose list and watch
@@ -72,7 +76,19 @@ func (c *Client) watch(ctx context.Context, wg *sync.WaitGroup, name string) {
 	}
 	c.watchErrors(pods, "watch pods on "+name, nil)
 	notify := func(any) { c.notify() }
-	mustHandle(pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify, DeleteFunc: notify}))
+	mustHandle(pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		DeleteFunc: notify,
+		// Status changes come often and matter only when they change
+		// whether the pod still needs an address.
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.Pod)
+			n, ok2 := cur.(*corev1.Pod)
+			if !ok1 || !ok2 || needsAddress(o) != needsAddress(n) {
+				c.notify()
+			}
+		},
+	}))
 	c.mu.Lock()
 	c.pods = pods.GetStore()
 	c.mu.Unlock()
@@ -108,15 +124,46 @@ func (c *Client) onNode(n *corev1.Node) {
 	c.notify()
 }
 
-// slimPod keeps what Events need of a pod (its identity), so the watch
-// costs a few hundred bytes a pod whatever the pods' specs hold.
+// slimPod keeps what Events need of a pod (its identity) and what says
+// whether it needs an address, so the watch costs a few hundred bytes a
+// pod whatever the pods' specs hold.
 func slimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil // a tombstone: the informer handles it
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}, nil
+}
+
+// needsAddress: the pod uses the pod network and may still run. A
+// finished pod's sandbox is gone or going; a deleted one's DEL is due.
+func needsAddress(p *corev1.Pod) bool {
+	return !p.Spec.HostNetwork && p.DeletionTimestamp == nil &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// ScheduledPods lists the pods bound to this Node that need a pod-network
+// address, sorted; none until the pods are listed.
+func (c *Client) ScheduledPods() []ipam.Pod {
+	c.mu.Lock()
+	store, node := c.pods, c.node
+	c.mu.Unlock()
+	if store == nil || node == nil {
+		return nil
+	}
+	var out []ipam.Pod
+	for _, obj := range store.List() {
+		// The field selector is the API server's promise; as for the
+		// Node, checking costs nothing.
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == node.Name && needsAddress(p) {
+			out = append(out, ipam.Pod{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	slices.SortFunc(out, func(a, b ipam.Pod) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }

@@ -2,8 +2,10 @@ package kube
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -139,5 +141,46 @@ func TestTheKubeletsMaxPodsIsReadFromTheNodeAndFollowed(t *testing.T) {
 func withPods(n int64) func(*corev1.Node) {
 	return func(node *corev1.Node) {
 		node.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+}
+
+// Issue 16: the pods bound to the node that need an address are the Adds
+// about to come; hostNetwork, finished and deleting pods are not, and a
+// pod that finishes stops counting as its status changes.
+func TestScheduledPodsAreTheBoundPodsThatNeedAnAddress(t *testing.T) {
+	const me = "node-a"
+	hostNet := newPod("kube-system", "proxy", me)
+	hostNet.Spec.HostNetwork = true
+	done := newPod("batch", "job-1", me)
+	done.Status.Phase = corev1.PodSucceeded
+	going := newPod("shop", "old", me)
+	now := metav1.Now()
+	going.DeletionTimestamp = &now
+	running := newPod("shop", "cart", me)
+	running.Status.Phase = corev1.PodRunning
+	cs := fake.NewClientset(newNode(me, ourProviderID), hostNet, done, going, running, newPod("shop", "web", me), newPod("shop", "elsewhere", "node-b"))
+	h := start(t, Options{NodeName: me}, cs, nil)
+	h.waitFor(t, "saw the pods", func(st agent.KubeState) bool { return st.Pods == 6 }) // the fake ignores field selectors
+
+	names := func() []string {
+		var out []string
+		for _, p := range h.c.ScheduledPods() {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	if got, want := names(), []string{"shop/cart", "shop/web"}; !slices.Equal(got, want) {
+		t.Fatalf("ScheduledPods = %v, want %v", got, want)
+	}
+	running.Status.Phase = corev1.PodFailed
+	if _, err := cs.CoreV1().Pods("shop").UpdateStatus(context.Background(), running, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(names(), []string{"shop/web"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after shop/cart failed, ScheduledPods = %v, want only shop/web", names())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

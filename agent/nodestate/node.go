@@ -64,6 +64,8 @@ type Node struct {
 	urgentJobs []uint64
 	// pressure is the subnet-pressure mode.
 	pressure pressure
+	// sched are the pods the API server has bound to this node.
+	sched boundPods
 	// ckAddrs are the checkpoint's addresses while the pool is built at
 	// boot: with custom networking, the only primary-ENI addresses used.
 	ckAddrs map[netip.Addr]bool
@@ -192,6 +194,8 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.results.onDelete(ev, now)
 	case SubnetPressure:
 		n.pressure.set(ev)
+	case PodsScheduled:
+		n.sched.set(ev)
 	default:
 		panic(fmt.Sprintf("nodestate: unknown event %T", ev))
 	}

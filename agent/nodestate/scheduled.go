@@ -1,0 +1,51 @@
+package nodestate
+
+import (
+	"slices"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// PodsScheduled is what the API server says is on its way: the pods
+// bound to this node that need a pod-network address (not hostNetwork,
+// not finished, not being deleted). The scheduler binds a pod before
+// kubelet starts its sandbox, so the bound pods that hold no address yet
+// are Adds about to come: a burst's size, known before most of its Adds
+// arrive and bounded by pods that exist. Without an API server no such
+// event comes and the machine anticipates from the Adds alone (burst.go).
+type PodsScheduled struct {
+	Pods []ipam.Pod
+}
+
+func (PodsScheduled) event() {}
+
+// boundPods holds the last PodsScheduled.
+type boundPods struct {
+	pods []ipam.Pod
+}
+
+func (s *boundPods) set(ev PodsScheduled) {
+	s.pods = slices.Clone(ev.Pods)
+}
+
+// coming counts the scheduled pods that hold no address and whose Add is
+// not already waiting (waiting Adds count in the plan by themselves).
+func (s *boundPods) coming(n *Node) int {
+	if len(s.pods) == 0 {
+		return 0
+	}
+	have := make(map[ipam.Pod]bool, len(s.pods))
+	for _, as := range n.pool.Assignments() {
+		have[as.Pod] = true
+	}
+	for _, w := range n.reqs.waiters {
+		have[w.pod] = true
+	}
+	k := 0
+	for _, p := range s.pods {
+		if !have[p] {
+			k++
+		}
+	}
+	return k
+}
