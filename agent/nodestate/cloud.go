@@ -548,6 +548,9 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 	}
 	j.MAC = at.mac
 	if at.mac != "" && !at.askEC2.IsZero() && !now.Add(wait).Before(at.askEC2) {
+		// Ask EC2 when the attach should be done, not at the next IMDS
+		// poll after it: on average half a poll sooner for a burst's pods.
+		wait = max(at.askEC2.Sub(now), 0)
 		j.MAC, at.askEC2 = "", time.Time{} // an empty MAC makes the executor ask EC2
 	}
 	n.jobs.schedule(now.Add(wait), j)
