@@ -112,7 +112,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		acts, short := ipam.Plan(snap, withoutWarm(cfg), lim, now)
 		return slices.DeleteFunc(acts, isShrink), short
 	}
-	ahead := max(n.burst.anticipated(now, len(n.reqs.waiters)), n.sched.coming(n))
+	ahead := expectedAdds(n, now)
 	if ahead == 0 {
 		return ipam.Plan(snap, cfg, lim, now)
 	}

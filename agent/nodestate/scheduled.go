@@ -2,6 +2,7 @@ package nodestate
 
 import (
 	"slices"
+	"time"
 
 	"github.com/vpcnet/vpcnet/ipam"
 )
@@ -22,10 +23,24 @@ func (PodsScheduled) event() {}
 // boundPods holds the last PodsScheduled.
 type boundPods struct {
 	pods []ipam.Pod
+	// known: the API server has said which pods are bound. Every pod is
+	// bound before its Add, so the bound pods are the whole burst and a
+	// guess from the Adds' arrival rate would only add ENIs no pod
+	// needs.
+	known bool
 }
 
 func (s *boundPods) set(ev PodsScheduled) {
-	s.pods = slices.Clone(ev.Pods)
+	s.pods, s.known = slices.Clone(ev.Pods), true
+}
+
+// expectedAdds is how many Adds are expected beyond those waiting: the bound
+// pods' when the API server says, else the arrival rate's guess.
+func expectedAdds(n *Node, now time.Time) int {
+	if n.sched.known {
+		return n.sched.coming(n)
+	}
+	return n.burst.anticipated(now, len(n.reqs.waiters))
 }
 
 // coming counts the scheduled pods that hold no address and whose Add is

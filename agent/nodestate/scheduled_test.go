@@ -3,6 +3,7 @@ package nodestate
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vpcnet/vpcnet/ipam"
 )
@@ -66,5 +67,47 @@ func TestPodsBoundToTheNodeStartTheirAttachmentsBeforeTheirAdds(t *testing.T) {
 				t.Fatalf("%d attachments started; want %d", attaches, tt.want)
 			}
 		})
+	}
+}
+
+// With the API server's word on the bound pods, Adds arriving at a
+// burst's rate add no guess of their own: the bound pods are the burst.
+func TestBoundPodsReplaceTheArrivalRateGuess(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits = ipam.Limits{MaxENIs: 6, IPv4PerENI: 3}
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	var ev PodsScheduled
+	for i := range 5 {
+		ev.Pods = append(ev.Pods, ipam.Pod{Namespace: "default", Name: fmt.Sprint("p-", i)})
+	}
+	n.Step(t0, ev)
+	jobs, _ := drain(t, n, t0)
+	before := 0
+	for _, j := range jobs {
+		if isAttach(j) {
+			before++
+		}
+	}
+	// 5 pods, 2 free: 3 more need 2 ENIs, and the warm target one.
+	if before != 3 {
+		t.Fatalf("%d attachments for 5 bound pods; want 3", before)
+	}
+	after := 0
+	for i, p := range ev.Pods {
+		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		n.Step(now, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}, Pod: p})
+		js, _ := drain(t, n, now)
+		for _, j := range js {
+			if isAttach(j) {
+				after++
+			}
+		}
+	}
+	if after != 0 {
+		t.Fatalf("%d more attachments as the bound pods' Adds came at a burst's rate; want none", after)
 	}
 }

@@ -60,7 +60,7 @@ func startPods(ctx context.Context, net *network, pods []*pod, start time.Time) 
 // pods at once.
 func (b *bench) burst(ctx context.Context, res *Result) error {
 	const d = 5 * time.Second
-	var totals, readies []float64
+	var totals, readies, bindings []float64
 	var calls map[string]float64
 	var retried int
 	var timelines []string
@@ -72,6 +72,9 @@ func (b *bench) burst(ctx context.Context, res *Result) error {
 		}
 		totals = append(totals, r.total.Seconds())
 		readies = append(readies, r.ready.Seconds())
+		if b.opts.apiserver != "" {
+			bindings = append(bindings, r.binding.Seconds())
+		}
 		adds = append(adds, r.adds...)
 		retried += r.retried
 		timelines = append(timelines, r.timeline)
@@ -90,6 +93,9 @@ func (b *bench) burst(ctx context.Context, res *Result) error {
 		Header: []string{"figure", "value"},
 	}
 	t.AddRow("agent start to ready", fmtSpread(Summarize(readies), fmtSec))
+	if len(bindings) > 0 {
+		t.AddRow(fmt.Sprintf("binding the %d pods in the API server, before the burst", b.opts.burst), fmtSpread(Summarize(bindings), fmtSec))
+	}
 	t.AddRow("burst start to the last successful ADD", fmtSpread(tot, fmtSec))
 	t.AddRow("that time / D", fmtSpread(Dist{N: tot.N, Min: tot.Min / d.Seconds(), P50: tot.P50 / d.Seconds(), Max: tot.Max / d.Seconds()}, func(v float64) string { return fmt.Sprintf("%.2f", v) }))
 	ad := Summarize(ms(adds))
@@ -99,6 +105,11 @@ func (b *bench) burst(ctx context.Context, res *Result) error {
 		t.AddRow(fmt.Sprintf("run %d: the agent's ENI attachments, from the burst's start", i+1), tl)
 	}
 	t.Notes = append(t.Notes, "pods use the agent's conflist as written (vpcnet, then portmap); namespaces are made before the burst; default settings (WARM_ENI_TARGET=1)")
+	if b.opts.apiserver != "" {
+		t.Notes = append(t.Notes, "with an API server (etcd and kube-apiserver in the VPC router's namespace, no kubelet): the agent watches its Node and pods; the pods are bound to the node first, as the scheduler binds pods before kubelet has made their sandboxes, then every ADD starts at once")
+	} else {
+		t.Notes = append(t.Notes, "no API server (--kube-apiserver not given): the agent knows of pods only from their ADDs")
+	}
 	res.Tables = append(res.Tables, t)
 
 	ct := Table{Title: fmt.Sprintf("Cold burst: EC2 calls by action, agent start to the last ADD (per run, mean of %d)", runs), Header: []string{"action", "calls"}}
@@ -116,13 +127,18 @@ func (b *bench) burst(ctx context.Context, res *Result) error {
 	res.figure("burst_total_s_median", tot.P50)
 	res.figure("burst_total_over_d_median", tot.P50/d.Seconds())
 	res.figure("burst_ec2_calls", total)
-	res.goal(fmt.Sprintf("cold burst of %d pods ≤ 2·D (%s)", b.opts.burst, 2*d),
-		fmt.Sprintf("%s median, %s worst (%.2f·D)", fmtSec(tot.P50), fmtSec(tot.Max), tot.Max/d.Seconds()), tot.Max <= 2*d.Seconds())
+	// Issue 16: the last pod of a burst waits about one attach delay.
+	goal := 1.1 * d.Seconds()
+	res.goal(fmt.Sprintf("cold burst of %d pods ≤ 1.1·D (%s)", b.opts.burst, fmtSec(goal)),
+		fmt.Sprintf("%s median, %s worst (%.2f·D)", fmtSec(tot.P50), fmtSec(tot.Max), tot.Max/d.Seconds()), tot.Max <= goal)
 	return nil
 }
 
 type burstRun struct {
 	ready, total time.Duration
+	// binding is how long binding the pods in the API server took, with
+	// one (before the burst's start).
+	binding      time.Duration
 	adds         []time.Duration
 	retried      int
 	calls        map[string]float64
@@ -130,9 +146,14 @@ type burstRun struct {
 }
 
 func (b *bench) burstOnce(ctx context.Context, run int, d time.Duration) (*burstRun, error) {
-	nd, err := b.startNode(ctx, clusterSpec{
+	spec := clusterSpec{
 		name: fmt.Sprintf("burst%d", run), instanceType: "m5.4xlarge", attachDelay: d, imdsLag: 2 * time.Second,
-	})
+	}
+	start := b.startNode
+	if b.opts.apiserver != "" {
+		start = b.startKubeNode
+	}
+	nd, err := start(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +167,16 @@ func (b *bench) burstOnce(ctx context.Context, run int, d time.Duration) (*burst
 	if err := nd.n.WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	r := &burstRun{ready: time.Since(nd.started)}
+	readyAt, err := loggedAt(nd.n.AgentLog(), "ready: CNI configuration written")
+	if err != nil {
+		return nil, err
+	}
+	r := &burstRun{ready: readyAt.Sub(nd.started)}
+	if nd.kube != nil {
+		if err := nd.registerNode(ctx); err != nil {
+			return nil, err
+		}
+	}
 	list, err := agentConfList(nd.n.ConfDir(), "")
 	if err != nil {
 		return nil, err
@@ -160,8 +190,15 @@ func (b *bench) burstOnce(ctx context.Context, run int, d time.Duration) (*burst
 			return nil, err
 		}
 	}
-	start := time.Now()
-	runs := startPods(bctx, net, pods, start)
+	if nd.kube != nil {
+		// The scheduler binds a burst's pods before kubelet has made
+		// their sandboxes: the burst's ADDs start once all are bound.
+		if r.binding, err = nd.bindAll(bctx, pods); err != nil {
+			return nil, err
+		}
+	}
+	begun := time.Now()
+	runs := startPods(bctx, net, pods, begun)
 	if err := prof.stop(ctx); err != nil {
 		return nil, err
 	}
@@ -180,10 +217,29 @@ func (b *bench) burstOnce(ctx context.Context, run int, d time.Duration) (*burst
 		}
 	}
 	r.calls = m.By("vpcnet_ec2_requests_total", "action")
-	if r.timeline, err = attachTimeline(nd.n.AgentLog(), start); err != nil {
+	if r.timeline, err = attachTimeline(nd.n.AgentLog(), begun); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// loggedAt is when the agent first logged msg: the agent's own clock,
+// not when a poll of it happened to see the change.
+func loggedAt(logPath, msg string) (time.Time, error) {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var e struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == msg {
+			return e.Time, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s: no %q", logPath, msg)
 }
 
 // attachTimeline reads the agent's log for when it decided to attach

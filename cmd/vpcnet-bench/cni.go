@@ -21,7 +21,9 @@ import (
 // pod is one sandbox: a namespace and the identity containerd gives the
 // plugins for it.
 type pod struct {
-	name        string
+	name string
+	// namespace is the pod's Kubernetes namespace; empty is "default".
+	namespace   string
 	nsName      string
 	netns       string
 	containerID string
@@ -42,10 +44,14 @@ func newPod(prefix, name string) (*pod, error) {
 func (p *pod) remove() error { return fabric.DeleteNS(p.nsName) }
 
 func (p *pod) runtimeConf() *libcni.RuntimeConf {
+	ns := p.namespace
+	if ns == "" {
+		ns = "default"
+	}
 	return &libcni.RuntimeConf{
 		ContainerID: p.containerID, NetNS: p.netns, IfName: "eth0",
 		Args: [][2]string{
-			{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"},
+			{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", ns},
 			{"K8S_POD_NAME", p.name}, {"K8S_POD_INFRA_CONTAINER_ID", p.containerID},
 		},
 	}

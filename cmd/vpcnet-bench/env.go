@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster"
+	"github.com/vpcnet/vpcnet/simcluster/kubecluster"
 )
 
 // bench is one run of the driver: where the binaries are, the namespace
@@ -54,29 +57,44 @@ type node struct {
 	prefix  string
 	dir     string
 	started time.Time // when the agent process was started
+	// kube is the API server the agent uses, when there is one
+	// (startKubeNode); kubeClient reaches it and nodeName is the Node
+	// registered for the agent.
+	kube       *kubecluster.Cluster
+	kubeClient kubernetes.Interface
+	nodeName   string
+}
+
+// simOptions is the local cloud a scenario's node runs on.
+func (b *bench) simOptions(spec clusterSpec) (opts simcluster.Options, dir, prefix string, err error) {
+	topo, err := sim.ParseTopology(fmt.Appendf(nil, topology, spec.instanceType, spec.attachDelay, spec.imdsLag))
+	if err != nil {
+		return opts, "", "", fmt.Errorf("topology: %w", err)
+	}
+	dir = filepath.Join(b.scratch, spec.name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return opts, "", "", err
+	}
+	prefix = b.prefix + spec.name + "-"
+	bin := spec.bin
+	if bin == "" {
+		bin = b.opts.bin
+	}
+	return simcluster.Options{
+		Topology: topo, BinDir: bin, StateDir: dir, Prefix: prefix,
+		AgentEnv: spec.env, Logger: b.log.With("scenario", spec.name),
+	}, dir, prefix, nil
 }
 
 // startNode starts the local cloud with one node and its agent, without
 // waiting for it to be ready. close removes everything it made.
 func (b *bench) startNode(ctx context.Context, spec clusterSpec) (*node, error) {
-	topo, err := sim.ParseTopology(fmt.Appendf(nil, topology, spec.instanceType, spec.attachDelay, spec.imdsLag))
+	opts, dir, prefix, err := b.simOptions(spec)
 	if err != nil {
-		return nil, fmt.Errorf("topology: %w", err)
-	}
-	dir := filepath.Join(b.scratch, spec.name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	prefix := b.prefix + spec.name + "-"
-	bin := spec.bin
-	if bin == "" {
-		bin = b.opts.bin
-	}
 	started := time.Now()
-	c, err := simcluster.Start(ctx, simcluster.Options{
-		Topology: topo, BinDir: bin, StateDir: dir, Prefix: prefix,
-		AgentEnv: spec.env, Logger: b.log.With("scenario", spec.name),
-	})
+	c, err := simcluster.Start(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start the local cloud: %w", err)
 	}
@@ -87,7 +105,12 @@ func (b *bench) startNode(ctx context.Context, spec clusterSpec) (*node, error) 
 	return &node{c: c, n: c.Nodes[0], prefix: prefix, dir: dir, started: started}, nil
 }
 
-func (nd *node) close() error { return nd.c.Close() }
+func (nd *node) close() error {
+	if nd.kube != nil {
+		return nd.kube.Close()
+	}
+	return nd.c.Close()
+}
 
 // settle waits until the agent has made no EC2 call for quiet: the pool
 // is at its target and the reconcile loop has nothing to do.

@@ -48,6 +48,9 @@ type options struct {
 	// concurrent scenario runs side by side with this tree's.
 	baseline      string
 	baselineLabel string
+	// apiserver is kube-apiserver: the cold burst then runs with an API
+	// server the agent watches (kube.go).
+	apiserver string
 }
 
 // scenario is one benchmark; run fills res and returns what stopped it.
@@ -82,6 +85,7 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of every process, taken with Linux perf during the measured part of warm, burst and footprint, as pprof files in this directory")
 	flag.StringVar(&o.baseline, "baseline-bin", "", "directory holding vpcnetd and vpcnet of an older build, compared side by side in the concurrent scenario")
 	flag.StringVar(&o.baselineLabel, "baseline-label", "baseline", "what the concurrent scenario's table calls the --baseline-bin build (e.g. its commit)")
+	flag.StringVar(&o.apiserver, "kube-apiserver", os.Getenv("VPCNET_KUBE_APISERVER"), "kube-apiserver binary (hack/kube-apiserver.sh builds it): the cold burst's pods are then bound to the node in an API server the agent watches, as in a cluster; without it the agent has no API server (default $VPCNET_KUBE_APISERVER)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory with the agents' and plugin's logs, and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "log progress of the local cloud to standard error")
 	flag.Usage = func() {

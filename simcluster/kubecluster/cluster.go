@@ -105,7 +105,14 @@ type Options struct {
 	AgentEnv []string
 	// SkipVpcnet starts the cluster without installing vpcnet.
 	SkipVpcnet bool
-	Logger     *slog.Logger
+	// ControlPlaneOnly runs etcd and kube-apiserver and no kubelet: the
+	// local cloud's own agents (simcluster's, not the DaemonSet's) use
+	// the API server through VPCKubeconfig, and the caller makes the
+	// Nodes and binds pods to them itself. The benchmarks use it to give
+	// the agents what they watch in a cluster without kubelets competing
+	// for the CPU. Only Bins.Etcd and Bins.APIServer are needed.
+	ControlPlaneOnly bool
+	Logger           *slog.Logger
 }
 
 // Cluster is a running Kubernetes cluster on the local cloud.
@@ -134,7 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	opts.Sim.NoAgents = true
+	opts.Sim.NoAgents = !opts.ControlPlaneOnly
 	opts.Sim.Logger = opts.Logger
 	c := &Cluster{opts: opts, log: opts.Logger, NodeNames: map[string]string{}}
 	defer func() {
@@ -142,11 +149,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			err = errors.Join(err, c.Close())
 		}
 	}()
-	if c.Sim, err = simcluster.Start(ctx, opts.Sim); err != nil {
-		return nil, err
+	if opts.Sim.StateDir == "" {
+		return nil, errors.New("kubecluster: Sim.StateDir is required")
 	}
-	st := c.Sim.State()
-	c.dir = filepath.Join(st.StateDir, "kube")
+	c.dir = filepath.Join(opts.Sim.StateDir, "kube")
 	if err := os.RemoveAll(c.dir); err != nil {
 		return nil, fmt.Errorf("remove the Kubernetes state an earlier cluster left: %w", err)
 	}
@@ -154,6 +160,23 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	admin, err := ca.Client("local-cloud-admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	// Written before the agents start, which read it then and wait out
+	// an API server not up yet.
+	c.VPCKubeconfig = filepath.Join(c.dir, "admin-vpc.kubeconfig")
+	if err := writeKubeconfig(c.VPCKubeconfig, "https://"+APIAddress.String(), ca.PEM(), admin); err != nil {
+		return nil, err
+	}
+	if opts.ControlPlaneOnly {
+		opts.Sim.AgentEnv = append(slices.Clone(opts.Sim.AgentEnv), "VPCNET_KUBECONFIG="+c.VPCKubeconfig)
+	}
+	if c.Sim, err = simcluster.Start(ctx, opts.Sim); err != nil {
+		return nil, err
+	}
+	st := c.Sim.State()
 	c.log.Info("starting the control plane in the VPC router's namespace")
 	base := "/" + strings.TrimSuffix(st.Prefix, "-")
 	if err := recordCgroup(st.StateDir, base+"-control-plane"); err != nil {
@@ -162,16 +185,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), base+"-control-plane", opts.Bins, ca); err != nil {
 		return nil, err
 	}
-	admin, err := ca.Client("local-cloud-admin", "system:masters")
-	if err != nil {
-		return nil, err
-	}
 	c.Kubeconfig = filepath.Join(st.StateDir, "kubeconfig")
 	if err := writeKubeconfig(c.Kubeconfig, c.cp.LocalURL(), ca.PEM(), admin); err != nil {
-		return nil, err
-	}
-	c.VPCKubeconfig = filepath.Join(c.dir, "admin-vpc.kubeconfig")
-	if err := writeKubeconfig(c.VPCKubeconfig, "https://"+APIAddress.String(), ca.PEM(), admin); err != nil {
 		return nil, err
 	}
 	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
@@ -182,6 +197,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if err := c.waitAPI(ctx); err != nil {
 		return nil, err
+	}
+	if opts.ControlPlaneOnly {
+		return c, nil
 	}
 	if err := c.cp.startControllers(); err != nil {
 		return nil, err
