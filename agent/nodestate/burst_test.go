@@ -2,6 +2,7 @@ package nodestate
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,9 +75,10 @@ func TestBurstAnticipation(t *testing.T) {
 }
 
 // Issue 16: IMDS lags EC2 by seconds, so waiting for it alone makes a
-// burst's pods wait an attach delay plus the lag. EC2 is asked once,
-// when the attachment should be done, and its answer adopts the ENI.
-func TestAnAttachmentIsCheckedInEC2OnceWhenItShouldBeDone(t *testing.T) {
+// burst's pods wait an attach delay plus the lag. EC2 is asked when the
+// attachment should be done, and a few times shortly after if it was
+// not yet, and its answer adopts the ENI.
+func TestAnAttachmentIsCheckedInEC2WhenItShouldBeDoneAndShortlyAfter(t *testing.T) {
 	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +114,15 @@ func TestAnAttachmentIsCheckedInEC2OnceWhenItShouldBeDone(t *testing.T) {
 		}
 	}
 	if len(asked) == 0 || asked[0] != attachGuess {
-		t.Fatalf("EC2 asked at %v after the attach; want once at %s, when an attach is done", asked, attachGuess)
+		t.Fatalf("EC2 asked at %v after the attach; want first at %s, when an attach is done", asked, attachGuess)
 	}
-	if len(asked) > 1 && asked[1] < imdsAttachWatch {
+	// Then a few quick follow-ups, each 250 ms after the last answer
+	// (which took 30 ms), and no more until IMDS is given up on.
+	want := []time.Duration{attachGuess, 5280 * time.Millisecond, 5560 * time.Millisecond, 5840 * time.Millisecond}
+	if len(asked) < len(want) || !slices.Equal(asked[:len(want)], want) {
+		t.Fatalf("EC2 asked at %v; want at %v", asked, want)
+	}
+	if len(asked) > len(want) && asked[len(want)] < imdsAttachWatch {
 		t.Fatalf("EC2 asked at %v: again before IMDS was given up on at %s", asked, imdsAttachWatch)
 	}
 }

@@ -20,6 +20,8 @@ const (
 	imdsAttachWatch = 30 * time.Second
 	firstAttachPoll = 500 * time.Millisecond
 	maxAttachPoll   = 4 * time.Second
+	ec2FollowUps    = 3
+	ec2FollowUp     = 250 * time.Millisecond
 	// resyncSoon is how soon EC2 is read again after an action whose
 	// outcome is unknown (an attach that reported failure may have
 	// happened), so such an ENI is adopted and gets DeleteOnTermination.
@@ -67,6 +69,11 @@ type attaching struct {
 	// attach takes, so a burst's pods wait about one attach delay, not
 	// one plus IMDS's lag. Zero once asked.
 	askEC2 time.Time
+	// followUps are the EC2 asks made after that one found the attach
+	// not done yet (ec2FollowUps at most, ec2FollowUp apart): an attach
+	// a little slower than the last one is then seen within a fraction
+	// of a second, not after IMDS's lag.
+	followUps int
 }
 
 // cloudView is what the machine knows of EC2 beyond the pool.
@@ -545,6 +552,13 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		// EC2 was asked, or will be: back off.
 		at.poll = min(2*at.poll, maxAttachPoll)
 		wait = at.poll
+	}
+	if !ev.IMDSOnly && at.mac != "" && at.askEC2.IsZero() && at.followUps < ec2FollowUps {
+		// The ask at the expected time was early: ask again shortly.
+		at.followUps++
+		j.MAC = ""
+		n.jobs.schedule(now.Add(ec2FollowUp), j)
+		return
 	}
 	j.MAC = at.mac
 	if at.mac != "" && !at.askEC2.IsZero() && !now.Add(wait).Before(at.askEC2) {
