@@ -70,7 +70,13 @@ func (c *Client) handleAttempt(ctx context.Context, in middleware.FinalizeInput,
 	if err != nil {
 		return middleware.FinalizeOutput{}, middleware.Metadata{}, err
 	}
-	return next.HandleFinalize(ctx, in)
+	out, md, err := next.HandleFinalize(ctx, in)
+	var api smithy.APIError
+	if err != nil && !(errors.As(err, &api) && api.ErrorCode() == "DryRunOperation") {
+		// What a retry was for: the call's outcome logs only the last.
+		c.log.Debug("EC2 attempt failed", "action", action, "err", err)
+	}
+	return out, md, err
 }
 
 // APIError is an EC2 error response cut down to what an operator needs:
