@@ -49,6 +49,8 @@ func (st *steps) act() error {
 		return nil
 	case w < 97 && up && r.opts.GC:
 		return r.do.gc()
+	case w < 99 && up:
+		return r.do.bind()
 	}
 	return r.do.advance(500 * time.Millisecond)
 }
@@ -67,6 +69,37 @@ func (st *steps) addPod() error {
 		return nil
 	}
 	return r.request(name, p, false)
+}
+
+// bind tells the agent which pods the API server has bound to the node:
+// a random part of the pods the schedule knows, and some it has not
+// added yet (a burst on its way), as a watch may show them in any order.
+func (st *steps) bind() error {
+	r := st.r
+	names := make([]string, 0, len(r.pods))
+	for name := range r.pods {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var ev nodestate.PodsScheduled
+	coming := false
+	for _, name := range names {
+		if r.rng.IntN(4) != 0 {
+			ev.Pods = append(ev.Pods, ipam.Pod{Namespace: "default", Name: name})
+			coming = coming || r.pods[name].state != podLive
+		}
+	}
+	for i := range r.rng.IntN(20) {
+		ev.Pods = append(ev.Pods, ipam.Pod{Namespace: "default", Name: fmt.Sprintf("p%03d", r.nextPod+1+i)})
+		coming = true
+	}
+	r.trace("%d pods bound to the node", len(ev.Pods))
+	if coming {
+		// Pods on their way are demand the pool may grow for, as an
+		// Add is: I3 no longer applies.
+		r.agent.i3 = false
+	}
+	return r.stepAgent(ev)
 }
 
 // delPod deletes a live pod the way kubelet and the plugin do: the plugin
