@@ -138,11 +138,11 @@ type burstRun struct {
 	ready, total time.Duration
 	// binding is how long binding the pods in the API server took, with
 	// one (before the burst's start).
-	binding      time.Duration
-	adds         []time.Duration
-	retried      int
-	calls        map[string]float64
-	timeline     string
+	binding  time.Duration
+	adds     []time.Duration
+	retried  int
+	calls    map[string]float64
+	timeline string
 }
 
 func (b *bench) burstOnce(ctx context.Context, run int, d time.Duration) (*burstRun, error) {
