@@ -47,10 +47,9 @@ type PodClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// EventClient: Events are created, and updated or patched as they repeat.
+// EventClient: Events are created, and patched as they repeat.
 type EventClient interface {
 	Create(ctx context.Context, e *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
-	Update(ctx context.Context, e *corev1.Event, opts metav1.UpdateOptions) (*corev1.Event, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
 }
 

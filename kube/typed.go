@@ -11,19 +11,13 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// object is what a typed resource holds: a core/v1 kind.
-type object interface {
-	runtime.Object
-	GetName() string
-}
-
 // typed is one core/v1 resource over the REST client, the requests
 // built as client-go's generic client (gentype) builds them, protobuf
 // preferred. It replaces gentype, which imports client-go's fake clients
 // (k8s.io/client-go/testing) and with them managed fields and
 // structured-merge-diff, whose start-up parses a YAML schema: memory and
 // executable pages the agent paid for without ever calling them.
-type typed[T object, L runtime.Object] struct {
+type typed[T, L runtime.Object] struct {
 	client    rest.Interface
 	params    runtime.ParameterCodec
 	name      string // nodes, pods, events
@@ -59,12 +53,6 @@ func (r *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch
 func (r *typed[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
 	out := r.newObject()
 	err := r.request(r.client.Post).VersionedParams(&opts, r.params).Body(obj).Do(ctx).Into(out)
-	return out, err
-}
-
-func (r *typed[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	out := r.newObject()
-	err := r.request(r.client.Put).Name(obj.GetName()).VersionedParams(&opts, r.params).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
