@@ -38,7 +38,11 @@ func (pt *views) serveHTTP(ctx context.Context, wg *sync.WaitGroup) error {
 	if !a.cfg.DisableMetrics {
 		mux := http.NewServeMux()
 		a.views.health(mux)
-		mux.Handle("GET /metrics", promhttp.HandlerFor(a.met.gatherer, promhttp.HandlerOpts{}))
+		// Uncompressed: for a gzip response the handler makes a compressor
+		// of 650 KB (compress/flate's tables) and pools it, so every
+		// scrape left 1.3 MB on the agent's heap, to save 19 KB of a 23 KB
+		// text (250 pods) on a scrape every 15-60 s.
+		mux.Handle("GET /metrics", promhttp.HandlerFor(a.met.gatherer, promhttp.HandlerOpts{DisableCompression: true}))
 		if err := a.views.serve(ctx, wg, a.cfg.MetricsAddr, mux); err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -340,13 +339,33 @@ func getToken(ctx context.Context, get imdsGetter, path string) (string, error) 
 	return v, nil
 }
 
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
-
+// checkToken is a loop rather than the regexp
+// ^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$: its bounded repeat compiles to a
+// program of 3,000 allocations (240 KB) made at start-up and held for the
+// agent's life.
 func checkToken(v string) error {
-	if !tokenRE.MatchString(v) {
+	if !isAWSIdentifier(v) {
 		return fmt.Errorf("%s is not an AWS identifier (1-255 letters, digits, '.', '_' or '-')", quoteShort(v))
 	}
 	return nil
+}
+
+// isAWSIdentifier: 1-255 ASCII letters, digits, '.', '_' or '-', the first a
+// letter or digit.
+func isAWSIdentifier(v string) bool {
+	if len(v) == 0 || len(v) > 255 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func isIMDSNotFound(err error) bool {

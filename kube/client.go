@@ -185,8 +185,9 @@ func (c *Client) Run(ctx context.Context, inst agent.Instance, changed func()) e
 	if host == "" {
 		host = inst.ID
 	}
-	rec := c.startRecorder(ctx, host)
-	wg.Add(3)
+	rec := newRecorder(c, host)
+	wg.Add(4)
+	go func() { defer wg.Done(); rec.run(ctx) }()
 	go func() { defer wg.Done(); c.eventLoop(ctx, rec) }()
 	go func() { defer wg.Done(); c.probeLoop(ctx, host) }()
 	go func() { defer wg.Done(); c.taintLoop(ctx) }()

@@ -11,17 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 )
 
 // Core is the part of the Kubernetes API the layer calls: three core/v1
 // resources, and of each only the verbs it uses. client-go's typed
-// clients satisfy the per-resource interfaces; vpcnetd builds them with
-// client-go's generic client (gentype) on a scheme of core/v1 alone
-// (NewForConfig), because client-go's typed core/v1 client registers every
-// API group of Kubernetes in its scheme at start-up, which the agent pays
-// for in memory whether it uses them or not.
+// clients satisfy the per-resource interfaces; vpcnetd builds them on one
+// REST client with a scheme of core/v1 alone (typed.go), because
+// client-go's typed core/v1 client registers every API group of
+// Kubernetes in its scheme at start-up, which the agent pays for in memory
+// whether it uses them or not.
 type Core interface {
 	CoreV1() CoreV1
 }
@@ -48,10 +47,9 @@ type PodClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// EventClient: Events are created, and updated or patched as they repeat.
+// EventClient: Events are created, and patched as they repeat.
 type EventClient interface {
 	Create(ctx context.Context, e *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
-	Update(ctx context.Context, e *corev1.Event, opts metav1.UpdateOptions) (*corev1.Event, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
 }
 
@@ -87,9 +85,8 @@ func newRESTCore(rc *rest.Config) (*restCore, error) {
 		return nil, fmt.Errorf("kube: core/v1 client for %s: %w", rc.Host, err)
 	}
 	c := &restCore{rc: client, params: runtime.NewParameterCodec(s)}
-	c.nodes = gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", client, c.params, "",
-		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
-		gentype.PrefersProtobuf[*corev1.Node]())
+	c.nodes = &typed[*corev1.Node, *corev1.NodeList]{client: client, params: c.params, name: "nodes",
+		newObject: func() *corev1.Node { return &corev1.Node{} }, newList: func() *corev1.NodeList { return &corev1.NodeList{} }}
 	return c, nil
 }
 
@@ -97,13 +94,11 @@ func (c *restCore) CoreV1() CoreV1    { return c }
 func (c *restCore) Nodes() NodeClient { return c.nodes }
 
 func (c *restCore) Pods(namespace string) PodClient {
-	return gentype.NewClientWithList[*corev1.Pod, *corev1.PodList]("pods", c.rc, c.params, namespace,
-		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} },
-		gentype.PrefersProtobuf[*corev1.Pod]())
+	return &typed[*corev1.Pod, *corev1.PodList]{client: c.rc, params: c.params, name: "pods", namespace: namespace,
+		newObject: func() *corev1.Pod { return &corev1.Pod{} }, newList: func() *corev1.PodList { return &corev1.PodList{} }}
 }
 
 func (c *restCore) Events(namespace string) EventClient {
-	return gentype.NewClientWithList[*corev1.Event, *corev1.EventList]("events", c.rc, c.params, namespace,
-		func() *corev1.Event { return &corev1.Event{} }, func() *corev1.EventList { return &corev1.EventList{} },
-		gentype.PrefersProtobuf[*corev1.Event]())
+	return &typed[*corev1.Event, *corev1.EventList]{client: c.rc, params: c.params, name: "events", namespace: namespace,
+		newObject: func() *corev1.Event { return &corev1.Event{} }, newList: func() *corev1.EventList { return &corev1.EventList{} }}
 }

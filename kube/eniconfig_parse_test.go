@@ -69,7 +69,7 @@ func FuzzParseENIConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !subnetIDRE.MatchString(subnet) {
+		if !isSubnetID(subnet) {
 			t.Errorf("accepted subnet %q", subnet)
 		}
 		if len(groups) > maxENISecurityGroups {
@@ -77,7 +77,7 @@ func FuzzParseENIConfig(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, g := range groups {
-			if !groupIDRE.MatchString(g) || seen[g] {
+			if !isGroupID(g) || seen[g] {
 				t.Errorf("accepted group %q in %q", g, groups)
 			}
 			seen[g] = true

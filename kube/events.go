@@ -7,9 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/vpcnet/vpcnet/agent"
 )
@@ -27,41 +25,6 @@ func (c *Client) Record(e agent.Event) {
 	}
 }
 
-// startRecorder starts client-go's broadcaster, which aggregates repeats
-// into one Event with a count, rate-limits per object, and retries while
-// the API server is away. Its sink reports failures to the health.
-func (c *Client) startRecorder(ctx context.Context, host string) record.EventRecorder {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&sink{core: c.cs.CoreV1(), c: c})
-	return b.NewRecorder(newCoreScheme(), corev1.EventSource{Component: Component, Host: host})
-}
-
-// sink writes Events in their own namespaces, as client-go's
-// EventSinkImpl does, and notes how each write went. The broadcaster gives
-// it no context (nor did client-go's sink).
-type sink struct {
-	core CoreV1
-	c    *Client
-}
-
-func (s *sink) Create(e *corev1.Event) (*corev1.Event, error) {
-	out, err := s.core.Events(e.Namespace).Create(context.Background(), e, metav1.CreateOptions{})
-	s.c.noteAPI("create Event", err)
-	return out, err
-}
-
-func (s *sink) Update(e *corev1.Event) (*corev1.Event, error) {
-	out, err := s.core.Events(e.Namespace).Update(context.Background(), e, metav1.UpdateOptions{})
-	s.c.noteAPI("update Event", ignoreNotFound(err))
-	return out, err
-}
-
-func (s *sink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
-	out, err := s.core.Events(e.Namespace).Patch(context.Background(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	s.c.noteAPI("patch Event", ignoreNotFound(err)) // the recorder creates it anew
-	return out, err
-}
-
 func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -71,7 +34,7 @@ func ignoreNotFound(err error) error {
 
 // eventLoop records queued Events, at most one per object and reason per
 // EventInterval. Events on the Node wait (a few) until it is found.
-func (c *Client) eventLoop(ctx context.Context, rec record.EventRecorder) {
+func (c *Client) eventLoop(ctx context.Context, rec *recorder) {
 	lim := limiter{every: c.o.EventInterval, last: make(map[string]time.Time)}
 	var pending []agent.Event
 	found := c.nodeFound
@@ -111,7 +74,7 @@ func eventKey(e agent.Event) string {
 	return obj + "/" + e.Reason
 }
 
-func (c *Client) emit(ctx context.Context, rec record.EventRecorder, e agent.Event) {
+func (c *Client) emit(ctx context.Context, rec *recorder, e agent.Event) {
 	obj := c.reference(ctx, e)
 	if obj == nil {
 		return
@@ -120,14 +83,14 @@ func (c *Client) emit(ctx context.Context, rec record.EventRecorder, e agent.Eve
 	if e.Warning {
 		typ = corev1.EventTypeWarning
 	}
-	rec.Event(obj, typ, e.Reason, e.Message)
+	rec.event(obj, typ, e.Reason, e.Message)
 }
 
 // reference is the object an Event is about, with its UID so kubectl
 // describe finds it, or nil when the pod is gone. A Node's reference has
 // its name as UID, as kubelet's does, which is what kubectl describe
 // node looks for.
-func (c *Client) reference(ctx context.Context, e agent.Event) runtime.Object {
+func (c *Client) reference(ctx context.Context, e agent.Event) *corev1.ObjectReference {
 	if e.Pod.Name == "" {
 		c.mu.Lock()
 		name := c.node.Name
@@ -139,7 +102,7 @@ func (c *Client) reference(ctx context.Context, e agent.Event) runtime.Object {
 	c.mu.Unlock()
 	if store != nil {
 		if obj, ok, _ := store.GetByKey(e.Pod.Namespace + "/" + e.Pod.Name); ok {
-			return obj.(*corev1.Pod)
+			return podReference(obj.(*corev1.Pod))
 		}
 	}
 	// The watch has not seen the pod yet: it is new, or the API server is
@@ -150,11 +113,16 @@ func (c *Client) reference(ctx context.Context, e agent.Event) runtime.Object {
 	c.noteAPI("get pod", ignoreNotFound(err))
 	switch {
 	case err == nil:
-		return p
+		return podReference(p)
 	case apierrors.IsNotFound(err):
 		return nil
 	}
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: e.Pod.Namespace, Name: e.Pod.Name}
+}
+
+// podReference is what client-go's reference package makes of a pod.
+func podReference(p *corev1.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion}
 }
 
 // limiter lets one Event per key through per interval. Only the event

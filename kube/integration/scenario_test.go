@@ -55,7 +55,7 @@ func startScenario(t *testing.T, e *env, rc *rest.Config) *scenario {
 		"VPCNET_STARTUP_TAINT":               startupTaint,
 	}, func(o *kube.Options) {
 		// The layer's own limit, one Event per pod and reason a minute, is
-		// tested apart; here a repeat must reach client-go's recorder.
+		// tested apart; here a repeat must reach the recorder.
 		o.EventInterval = time.Nanosecond
 	})
 	return s
@@ -87,7 +87,7 @@ func (s *scenario) drive() {
 }
 
 // repeat records the pod's Event again once the first is written, which
-// makes client-go's recorder patch its count.
+// makes the recorder patch its count.
 func (s *scenario) repeat(t *testing.T) {
 	t.Helper()
 	s.e.waitEvent(t, podRef(s.pod), agent.EventSubnetExhausted, 1)
