@@ -1,44 +1,21 @@
 package kube
 
-import "container/list"
+import "k8s.io/utils/lru"
 
-// lru is a map that forgets its least recently used key past its size,
-// for the recorder's caches (client-go's hold 4,096 entries each).
-type lru[V any] struct {
-	size  int
-	order *list.List // of *lruEntry[V], most recently used first
-	byKey map[string]*list.Element
-}
+// lruOf is k8s.io/utils/lru typed for one kind of value: the recorder's
+// caches forget their least recently used key past their size
+// (client-go's recorder holds 4,096 entries each).
+type lruOf[V any] struct{ c *lru.Cache }
 
-type lruEntry[V any] struct {
-	key   string
-	value V
-}
+func newLRU[V any](size int) *lruOf[V] { return &lruOf[V]{c: lru.New(size)} }
 
-func newLRU[V any](size int) *lru[V] {
-	return &lru[V]{size: size, order: list.New(), byKey: make(map[string]*list.Element)}
-}
-
-func (l *lru[V]) get(key string) (V, bool) {
-	el, ok := l.byKey[key]
+func (l *lruOf[V]) get(key string) (V, bool) {
+	v, ok := l.c.Get(key)
 	if !ok {
 		var zero V
 		return zero, false
 	}
-	l.order.MoveToFront(el)
-	return el.Value.(*lruEntry[V]).value, true
+	return v.(V), true
 }
 
-func (l *lru[V]) add(key string, v V) {
-	if el, ok := l.byKey[key]; ok {
-		el.Value.(*lruEntry[V]).value = v
-		l.order.MoveToFront(el)
-		return
-	}
-	l.byKey[key] = l.order.PushFront(&lruEntry[V]{key: key, value: v})
-	if l.order.Len() > l.size {
-		oldest := l.order.Back()
-		l.order.Remove(oldest)
-		delete(l.byKey, oldest.Value.(*lruEntry[V]).key)
-	}
-}
+func (l *lruOf[V]) add(key string, v V) { l.c.Add(key, v) }

@@ -35,9 +35,9 @@ type recorder struct {
 	retry time.Duration
 
 	// Only run's goroutine uses the caches.
-	spam    *lru[*rate.Limiter]
-	similar *lru[*similarEvents]
-	seen    *lru[seenEvent]
+	spam    *lruOf[*rate.Limiter]
+	similar *lruOf[*similarEvents]
+	seen    *lruOf[seenEvent]
 }
 
 // The limits of client-go's record package.
