@@ -438,6 +438,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 		}
 		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC, askEC2: now.Add(n.burst.expectedAttach())}
 		n.cloud.attaching[ev.ENIID] = at
+		n.log.Debug("ENI attach answered; EC2 is asked when it should be done", "eni", ev.ENIID, "in", n.burst.expectedAttach().String())
 		n.jobs.schedule(now.Add(at.firstPoll()), Job{Kind: JobConfirmAttach, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID, Device: j.Device, MAC: at.mac})
 		if !ev.DeleteOnTermination {
 			n.jobs.schedule(now.Add(time.Second), Job{Kind: JobSetDeleteOnTermination, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID})
@@ -518,6 +519,7 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		return // adopted by a resync meanwhile
 	}
 	if ev.Err == nil && !ev.NotYet {
+		n.log.Debug("attachment confirmed in EC2", "eni", j.ENIID, "after", now.Sub(at.since).String(), "followUps", at.followUps)
 		if err := n.cloud.adopt(ev.ENI, now); err != nil {
 			n.log.Error("attached ENI not taken into the pool", "eni", j.ENIID, "err", err)
 		}
@@ -527,6 +529,9 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 	}
 	if ev.Err != nil {
 		n.cloud.noteEC2(ev.Err)
+	}
+	if !ev.IMDSOnly {
+		n.log.Debug("attachment not done yet in EC2", "eni", j.ENIID, "after", now.Sub(at.since).String(), "err", ev.Err)
 	}
 	if now.Sub(at.since) >= n.cfg.AttachTimeout {
 		delete(n.cloud.attaching, j.ENIID)
