@@ -38,6 +38,10 @@ type Dataplane struct {
 	vethPrefix   string
 	linkWait     time.Duration
 	pollInterval time.Duration
+	// notFound, if set, runs after each look that did not find the
+	// awaited interface (tests use it to make the interface appear
+	// while SetupENI waits).
+	notFound func()
 }
 
 // New validates opts and returns a Dataplane.

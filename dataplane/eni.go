@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // ENIConfig describes one secondary ENI.
@@ -60,7 +61,7 @@ func (d *Dataplane) SetupENI(ctx context.Context, cfg ENIConfig) error {
 	}
 	defer s.close()
 
-	link, err := d.waitLink(ctx, s.nl, cfg.MAC)
+	link, err := d.waitLink(ctx, s, cfg.MAC)
 	if err != nil {
 		return err
 	}
@@ -147,25 +148,66 @@ func (d *Dataplane) TeardownENI(ctx context.Context, cfg ENIConfig) error {
 	return nil
 }
 
-// waitLink polls for the interface with mac: after AttachNetworkInterface
+// waitLink waits for the interface with mac: after AttachNetworkInterface
 // the kernel sees the device some seconds later.
-func (d *Dataplane) waitLink(ctx context.Context, nl *nlHandle, mac net.HardwareAddr) (netlink.Link, error) {
+func (d *Dataplane) waitLink(ctx context.Context, s *session, mac net.HardwareAddr) (netlink.Link, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.linkWait)
 		defer cancel()
 	}
+	// A link subscription wakes the wait as the interface appears: a
+	// burst's pods wait for it. Polling stays, since a subscription's
+	// socket drops messages when it overflows. Subscribed before the
+	// first look, so an interface that appears in between is not missed.
+	updates := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	if err := subscribeLinks(s.ns, updates, done); err != nil {
+		d.log.Debug("waiting for an ENI's interface by polling alone", "err", err)
+		updates = nil
+	}
+	defer func() {
+		close(done)
+		if updates != nil {
+			go func() {
+				for range updates {
+				}
+			}()
+		}
+	}()
 	tick := time.NewTicker(d.pollInterval)
 	defer tick.Stop()
 	for {
-		l, err := nl.linkByMAC(mac)
+		l, err := s.nl.linkByMAC(mac)
 		if err != nil || l != nil {
 			return l, err
 		}
+		if d.notFound != nil {
+			d.notFound()
+		}
+		if err := nextLook(ctx, tick.C, &updates, mac); err != nil {
+			return nil, fmt.Errorf("no interface with MAC %s appeared (is the ENI attached? check its attachment state in EC2): %w", mac, err)
+		}
+	}
+}
+
+// nextLook waits for the next poll or for a link with mac to be added,
+// whichever comes first; other links' changes are passed over.
+func nextLook(ctx context.Context, tick <-chan time.Time, updates *chan netlink.LinkUpdate, mac net.HardwareAddr) error {
+	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no interface with MAC %s appeared (is the ENI attached? check its attachment state in EC2): %w", mac, ctx.Err())
-		case <-tick.C:
+			return ctx.Err()
+		case <-tick:
+			return nil
+		case u, ok := <-*updates:
+			if !ok {
+				*updates = nil // polling alone from now on
+				continue
+			}
+			if u.Header.Type == unix.RTM_NEWLINK && u.Link != nil && u.Link.Attrs().HardwareAddr.String() == mac.String() {
+				return nil
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,4 +156,22 @@ func TestENIConfigRejectsWhatCannotBeWired(t *testing.T) {
 	if err := good.validate(); err != nil {
 		t.Errorf("valid config rejected: %v", err)
 	}
+}
+
+// Issue 16: a burst's pods wait for a new ENI's interface; it is seen as
+// it appears, not at the next poll (an hour here).
+func TestSetupENISeesTheInterfaceAsItAppears(t *testing.T) {
+	n := newTestNode(t)
+	dp, err := New(Options{NetNS: n.node.Path(), PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	dp.notFound = func() { once.Do(func() { n.attachENI1(t) }) }
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := dp.SetupENI(ctx, n.eni1()); err != nil {
+		t.Fatalf("SetupENI = %v; want the interface seen as it appeared", err)
+	}
+	assertENI1(t, n)
 }

@@ -35,6 +35,17 @@ func newNL(target ns.NetNS) (*nlHandle, error) {
 
 func (n *nlHandle) close() { n.h.Close() }
 
+// subscribeLinks sends the link changes in target to ch until done is
+// closed; the subscriber then closes ch. It blocks on a full ch, so the
+// caller must read ch until it is closed.
+func subscribeLinks(target ns.NetNS, ch chan<- netlink.LinkUpdate, done <-chan struct{}) error {
+	h := netns.NsHandle(int(target.Fd()))
+	if err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{Namespace: &h}); err != nil {
+		return fmt.Errorf("subscribe to links in %s: %w", target.Path(), err)
+	}
+	return nil
+}
+
 func dump[T any](what string, f func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := f()
