@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -124,5 +125,46 @@ func TestAnAttachmentIsCheckedInEC2WhenItShouldBeDoneAndShortlyAfter(t *testing.
 	}
 	if len(asked) > len(want) && asked[len(want)] < imdsAttachWatch {
 		t.Fatalf("EC2 asked at %v: again before IMDS was given up on at %s", asked, imdsAttachWatch)
+	}
+}
+
+// The quick follow-ups are for an ask that came early, not for one EC2
+// refused: a throttled call is not repeated 250 ms later.
+func TestAnEC2AskThatFailedIsNotFollowedUpQuickly(t *testing.T) {
+	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	for i := range 3 {
+		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}})
+	}
+	jobs, _ := drain(t, n, t0)
+	attach, ok := find(jobs, isAttach)
+	if !ok {
+		t.Fatalf("no attach for waiting Adds; jobs %v", jobs)
+	}
+	n.Step(t0, ActionResult{JobID: attach.ID, ENIID: "eni-new", MAC: "0a:00:00:00:00:01", AttachmentID: "att-new", DeleteOnTermination: true})
+	drain(t, n, t0)
+	now := t0
+	var asked []time.Duration
+	for now.Before(t0.Add(10 * time.Second)) {
+		now = n.Ready().Wake
+		n.Step(now, Tick{})
+		jobs, _ := drain(t, n, now)
+		for _, j := range jobs {
+			if j.Kind != JobConfirmAttach {
+				continue
+			}
+			res := AttachResult{JobID: j.ID, NotYet: true, IMDSOnly: j.MAC != ""}
+			if j.MAC == "" {
+				asked = append(asked, now.Sub(t0))
+				res = AttachResult{JobID: j.ID, Err: errors.New("RequestLimitExceeded: Request limit exceeded.")}
+			}
+			n.Step(now, res)
+		}
+	}
+	if len(asked) != 1 {
+		t.Fatalf("EC2 asked at %v; want once, at %s, and not again soon after it refused", asked, attachGuess)
 	}
 }

@@ -558,8 +558,9 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		at.poll = min(2*at.poll, maxAttachPoll)
 		wait = at.poll
 	}
-	if !ev.IMDSOnly && at.mac != "" && at.askEC2.IsZero() && at.followUps < ec2FollowUps {
+	if ev.Err == nil && !ev.IMDSOnly && at.mac != "" && at.askEC2.IsZero() && at.followUps < ec2FollowUps {
 		// The ask at the expected time was early: ask again shortly.
+		// Not after an error: a refused call is not repeated sooner.
 		at.followUps++
 		j.MAC = ""
 		n.jobs.schedule(now.Add(ec2FollowUp), j)
