@@ -20,6 +20,14 @@ var faultActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", 
 // act takes one random step of the schedule.
 func (st *steps) act() error {
 	r := st.r
+	if r.bindStale && r.agent != nil {
+		r.bindStale = false
+		r.lastBind = r.stillBound()
+		r.trace("%d pods bound to the node (a bound pod was deleted)", len(r.lastBind.Pods))
+		if err := r.stepAgent(r.lastBind); err != nil {
+			return err
+		}
+	}
 	up := r.agent != nil
 	w := r.rng.IntN(100)
 	switch {
@@ -66,6 +74,7 @@ func (st *steps) addPod() error {
 	r.pods[name] = p
 	if r.agent == nil {
 		p.retryAt = r.clk.Now().Add(time.Second)
+		r.quietCrash = false // a pod changed: I3 does not apply to the restart
 		return nil
 	}
 	return r.request(name, p, false)
@@ -77,8 +86,12 @@ func (st *steps) addPod() error {
 func (st *steps) bind() error {
 	r := st.r
 	names := make([]string, 0, len(r.pods))
-	for name := range r.pods {
-		names = append(names, name)
+	for name, p := range r.pods {
+		// A pod being deleted is marked so in the API server: not bound
+		// for an address any more.
+		if p.state != podDeleting {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	var ev nodestate.PodsScheduled
@@ -94,6 +107,7 @@ func (st *steps) bind() error {
 		coming = true
 	}
 	r.trace("%d pods bound to the node", len(ev.Pods))
+	r.bound, r.lastBind = true, ev
 	if coming {
 		// Pods on their way are demand the pool may grow for, as an
 		// Add is: I3 no longer applies.
@@ -123,6 +137,7 @@ func (st *steps) delPod() error {
 	if r.agent == nil {
 		r.trace("DEL %s while the agent is down", name)
 		r.unwire(name, p)
+		r.quietCrash = false // a pod changed: I3 does not apply to the restart
 		return nil
 	}
 	return r.request(name, p, true)
@@ -237,7 +252,7 @@ func (st *steps) crash() {
 			r.disk = b
 		}
 	}
-	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.do.settledPlan()
+	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.do.settledPlan() && r.do.cloudMatchesPool() && r.do.nothingDue()
 	for _, p := range r.pods {
 		if p.req == 0 {
 			continue
@@ -257,6 +272,43 @@ func (st *steps) crash() {
 }
 
 // settledPlan says the planner wants nothing of EC2 now.
+// cloudMatchesPool says EC2 has attached to the instance exactly the ENIs
+// the pool holds: none that an earlier agent attached, the crash cut
+// short and this agent has not heard of yet (the next agent adopts it
+// and sets its DeleteOnTermination, a mutating call I3 must allow).
+func (st *steps) cloudMatchesPool() bool {
+	r := st.r
+	ifs, err := r.cloud.Interfaces(instanceID)
+	if err != nil {
+		return false
+	}
+	pooled := map[string]bool{}
+	for id := range r.agent.node.View(r.clk.Now()).ENIs {
+		pooled[id] = true
+	}
+	n := 0
+	for _, i := range ifs {
+		if !pooled[i.ID] {
+			return false
+		}
+		n++
+	}
+	return n == len(pooled)
+}
+
+// nothingDue says time alone changes nothing: no address cools and every
+// address held is routed to a pod (one not routed is reclaimed later).
+// Otherwise the pool shrinks after the restart as it would have without
+// it, which I3 must not count against the restart.
+func (st *steps) nothingDue() bool {
+	r := st.r
+	s := r.agent.node.View(r.clk.Now()).Stats
+	r.host.mu.Lock()
+	routed := len(r.host.routes)
+	r.host.mu.Unlock()
+	return s.Cooling == 0 && s.Assigned == routed
+}
+
 func (st *steps) settledPlan() bool {
 	r := st.r
 	acts, _ := r.agent.node.Plan(r.clk.Now())

@@ -1,11 +1,15 @@
 package simulation
 
 import (
+	"context"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/leakgc"
 	"github.com/vpcnet/vpcnet/sim"
 )
 
@@ -64,8 +68,46 @@ func (r *run) quiesce() error {
 			r.gone[p.key] = true
 		}
 	}
+	// And deleted from the API server, as are the pods bound to the node
+	// that never came: only the live pods stay bound.
+	if r.bound {
+		var ev nodestate.PodsScheduled
+		names := make([]string, 0, len(r.pods))
+		for name, p := range r.pods {
+			if p.state == podLive {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			ev.Pods = append(ev.Pods, ipam.Pod{Namespace: "default", Name: name})
+		}
+		if !slices.Equal(ev.Pods, r.stillBound().Pods) {
+			r.agent.i3 = false // pods left the node: I3 no longer applies
+		}
+		if err := r.stepAgent(ev); err != nil {
+			return err
+		}
+	}
+	// The leaked-ENI collector runs on every node: ENIs whose attach
+	// and then delete EC2 refused under the faults are its to delete, or
+	// they hold the small subnet's addresses for good.
+	gc, err := leakgc.New(leakgc.Options{Cloud: r.client, InstanceID: instanceID, Clock: r.clk,
+		Rand: rand.New(rand.NewPCG(r.rng.Uint64(), 0)), DeleteLimiter: noWait{}})
+	if err != nil {
+		return err
+	}
 	deadline := r.clk.Now().Add(quiesceTime)
 	for r.clk.Now().Before(deadline) {
+		before := r.tr.mutationCount()
+		if _, err := gc.Scan(r.ctx); err != nil {
+			return r.fail("leaked-ENI scan with no faults: %v", err)
+		}
+		if a := r.agent; a.i3 {
+			// The collector's deletes are not the agent's doing: I3
+			// counts only the agent's calls.
+			a.i3Base += r.tr.mutationCount() - before
+		}
 		a := r.agent
 		for i := 0; len(a.jobs) > 0 || a.persist != nil; i++ {
 			if i > 500 {
@@ -106,6 +148,11 @@ func (r *run) quiesce() error {
 	}
 	return r.settled()
 }
+
+// noWait is the collector's delete pace in simulated time: none.
+type noWait struct{}
+
+func (noWait) Wait(context.Context) error { return nil }
 
 func (r *run) settled() error {
 	now := r.clk.Now()

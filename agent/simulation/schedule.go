@@ -98,6 +98,12 @@ type run struct {
 	faults  bool
 	// quietCrash says the agent was idle and at its target when it died.
 	quietCrash bool
+	// bound: the schedule has told an agent which pods are bound to the
+	// node (steps.bind); lastBind is what it told last.
+	bound    bool
+	lastBind nodestate.PodsScheduled
+	// bindStale: a bound pod was deleted since lastBind was told.
+	bindStale bool
 	// do takes the schedule's random steps.
 	do steps
 	// clockMoves counts clock advances; with the transport's request
@@ -135,7 +141,7 @@ func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) err
 	defer c.Close()
 	r.cloud = c
 	r.tr = &transport{ec2: c.EC2Handler(), imds: c.IMDSHandler(instanceID), calls: map[string]int{}, budget: -1}
-	if r.client, err = newClient(ctx, r.tr, instanceID); err != nil {
+	if r.client, err = newClient(ctx, r.tr, instanceID, r.clk.Now); err != nil {
 		return err
 	}
 	if err := r.boot(); err != nil {
@@ -246,7 +252,28 @@ func (r *run) boot() error {
 	}
 	r.agent = &agentProc{node: n, x: x, replies: map[uint64]string{}}
 	r.trace("boot: %d checkpoint entries (missing %v), %d ENIs, %d routed", len(st.Entries), missing, len(boot.ENIs), len(boot.Routed))
+	if r.bound {
+		// The new agent's Kubernetes layer lists the pods bound to the
+		// node again: those of the last binding not deleted since.
+		r.agent.node.Step(r.clk.Now(), r.stillBound())
+	}
 	return r.collect()
+}
+
+// stillBound is the last binding the schedule told less the pods deleted
+// since (the API server drops them): kept are pods still there and not
+// being deleted, and pods not added yet.
+func (r *run) stillBound() nodestate.PodsScheduled {
+	var ev nodestate.PodsScheduled
+	for _, p := range r.lastBind.Pods {
+		q, ok := r.pods[p.Name]
+		var n int
+		_, _ = fmt.Sscanf(p.Name, "p%d", &n)
+		if (ok && q.state != podDeleting) || (!ok && n > r.nextPod) {
+			ev.Pods = append(ev.Pods, p)
+		}
+	}
+	return ev
 }
 
 // stepAgent feeds one event to the agent and collects what it wants.
@@ -335,6 +362,9 @@ func (r *run) unwire(name string, p *pod) {
 	delete(r.pods, name)
 	r.gone[p.key] = true
 	r.trace("DEL %s done (%s)", name, p.addr)
+	// The API server drops the deleted pod; the agent's watch hears it
+	// before the schedule's next step.
+	r.bindStale = r.bound
 }
 
 func (r *run) attachedInEC2(addr netip.Addr) bool {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
@@ -116,7 +117,9 @@ func (t *transport) setBudget(n int) {
 // newClient is a production EC2 client aimed at the emulator through t:
 // no SDK retries (each would sleep in wall time; the agent's own backoff
 // is on the manual clock) and buckets too deep to wait.
-func newClient(ctx context.Context, t *transport, instanceID string) (*cloud.Client, error) {
+// Its created-at tags are on now, the schedule's clock, which the
+// leaked-ENI collector ages them by.
+func newClient(ctx context.Context, t *transport, instanceID string, now func() time.Time) (*cloud.Client, error) {
 	buckets := map[string]cloud.Bucket{}
 	for action := range cloud.DefaultBuckets() {
 		buckets[action] = cloud.Bucket{Burst: 1 << 30, Refill: 1 << 30}
@@ -125,7 +128,7 @@ func newClient(ctx context.Context, t *transport, instanceID string) (*cloud.Cli
 		Region: "us-west-2", EC2Endpoint: "http://ec2.sim", IMDSEndpoint: "http://169.254.169.254",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
 		InstanceID:  instanceID, ClusterName: "sim", MaxAttempts: 1, HTTPClient: &http.Client{Transport: t},
-		Buckets: buckets,
+		Buckets: buckets, Now: now,
 	})
 }
 
