@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -164,6 +165,8 @@ func (c *Client) ScheduledPods() []ipam.Pod {
 			out = append(out, ipam.Pod{Namespace: p.Namespace, Name: p.Name})
 		}
 	}
-	slices.SortFunc(out, func(a, b ipam.Pod) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b ipam.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	return out
 }

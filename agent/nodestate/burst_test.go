@@ -80,40 +80,12 @@ func TestBurstAnticipation(t *testing.T) {
 // attachment should be done, and a few times shortly after if it was
 // not yet, and its answer adopts the ENI.
 func TestAnAttachmentIsCheckedInEC2WhenItShouldBeDoneAndShortlyAfter(t *testing.T) {
-	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drain(t, n, t0)
-	for i := range 3 {
-		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}})
-	}
-	jobs, _ := drain(t, n, t0)
-	attach, ok := find(jobs, isAttach)
-	if !ok {
-		t.Fatalf("no attach for waiting Adds; jobs %v", jobs)
-	}
-	const mac = "0a:00:00:00:00:01"
-	n.Step(t0, ActionResult{JobID: attach.ID, ENIID: "eni-new", MAC: mac, AttachmentID: "att-new", DeleteOnTermination: true})
-	drain(t, n, t0)
-	now := t0
-	var asked []time.Duration // when EC2 was asked
-	for now.Before(t0.Add(20 * time.Second)) {
-		now = n.Ready().Wake
-		n.Step(now, Tick{})
-		jobs, _ := drain(t, n, now)
-		for _, j := range jobs {
-			if j.Kind != JobConfirmAttach {
-				continue
-			}
-			if j.MAC == "" {
-				asked = append(asked, now.Sub(t0))
-			}
-			// Neither IMDS nor EC2 says it is attached, all along; each
-			// answer takes 30 ms, which must not delay the EC2 ask.
-			n.Step(now.Add(30*time.Millisecond), AttachResult{JobID: j.ID, NotYet: true, IMDSOnly: j.MAC != ""})
-		}
-	}
+	n := attachAnswered(t)
+	// Neither IMDS nor EC2 says it is attached, all along; each answer
+	// takes 30 ms, which must not delay the EC2 ask.
+	asked := askedEC2(t, n, 20*time.Second, func(j Job) AttachResult {
+		return AttachResult{JobID: j.ID, NotYet: true, IMDSOnly: j.MAC != ""}
+	})
 	if len(asked) == 0 || asked[0] != attachGuess {
 		t.Fatalf("EC2 asked at %v after the attach; want first at %s, when an attach is done", asked, attachGuess)
 	}
@@ -128,9 +100,10 @@ func TestAnAttachmentIsCheckedInEC2WhenItShouldBeDoneAndShortlyAfter(t *testing.
 	}
 }
 
-// The quick follow-ups are for an ask that came early, not for one EC2
-// refused: a throttled call is not repeated 250 ms later.
-func TestAnEC2AskThatFailedIsNotFollowedUpQuickly(t *testing.T) {
+// attachAnswered is a node whose Adds waited and whose attachment EC2
+// has just answered (at t0), the ENI's MAC known for IMDS.
+func attachAnswered(t *testing.T) *Node {
+	t.Helper()
 	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -146,9 +119,16 @@ func TestAnEC2AskThatFailedIsNotFollowedUpQuickly(t *testing.T) {
 	}
 	n.Step(t0, ActionResult{JobID: attach.ID, ENIID: "eni-new", MAC: "0a:00:00:00:00:01", AttachmentID: "att-new", DeleteOnTermination: true})
 	drain(t, n, t0)
-	now := t0
+	return n
+}
+
+// askedEC2 runs n's attachment checks for d after t0, each answered by
+// answer 30 ms after it starts, and returns when EC2 (not IMDS) was
+// asked.
+func askedEC2(t *testing.T, n *Node, d time.Duration, answer func(Job) AttachResult) []time.Duration {
+	t.Helper()
 	var asked []time.Duration
-	for now.Before(t0.Add(10 * time.Second)) {
+	for now := t0; now.Before(t0.Add(d)); {
 		now = n.Ready().Wake
 		n.Step(now, Tick{})
 		jobs, _ := drain(t, n, now)
@@ -156,14 +136,25 @@ func TestAnEC2AskThatFailedIsNotFollowedUpQuickly(t *testing.T) {
 			if j.Kind != JobConfirmAttach {
 				continue
 			}
-			res := AttachResult{JobID: j.ID, NotYet: true, IMDSOnly: j.MAC != ""}
 			if j.MAC == "" {
 				asked = append(asked, now.Sub(t0))
-				res = AttachResult{JobID: j.ID, Err: errors.New("RequestLimitExceeded: Request limit exceeded.")}
 			}
-			n.Step(now, res)
+			n.Step(now.Add(30*time.Millisecond), answer(j))
 		}
 	}
+	return asked
+}
+
+// The quick follow-ups are for an ask that came early, not for one EC2
+// refused: a throttled call is not repeated 250 ms later.
+func TestAnEC2AskThatFailedIsNotFollowedUpQuickly(t *testing.T) {
+	n := attachAnswered(t)
+	asked := askedEC2(t, n, 10*time.Second, func(j Job) AttachResult {
+		if j.MAC == "" {
+			return AttachResult{JobID: j.ID, Err: errors.New("RequestLimitExceeded: Request limit exceeded.")}
+		}
+		return AttachResult{JobID: j.ID, NotYet: true, IMDSOnly: true}
+	})
 	if len(asked) != 1 {
 		t.Fatalf("EC2 asked at %v; want once, at %s, and not again soon after it refused", asked, attachGuess)
 	}

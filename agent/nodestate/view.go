@@ -72,36 +72,17 @@ func (x *planner) growing() bool {
 	return len(n.cloud.attaching) > 0 || n.jobs.running(func(j Job) bool { return j.Kind == JobAction && isGrowth(j.Action) })
 }
 
-// View copies the machine's state at now.
+// View copies the machine's state at now: the Summary and the
+// per-address, per-ENI and planning parts.
 func (n *Node) View(now time.Time) View {
-	v := View{
-		Stats:             n.pool.Stats(now),
-		Assignments:       n.pool.Assignments(),
-		ENIs:              make(map[string]ENIView),
-		Stale:             slices.Clone(n.stale),
-		Waiting:           n.reqs.waiting(),
-		Demand:            n.reqs.demandCount(),
-		Shortfall:         n.cloud.lastShortfall,
-		ReleaseHold:       n.host.hold,
-		CloudOK:           n.cloud.ok,
-		LastEC2Err:        n.cloud.lastErr,
-		LastGrowErr:       n.cloud.lastGrowErr,
-		LastPlan:          n.cloud.lastPlan,
-		Reclaimed:         n.host.reclaimed,
-		Attaching:         len(n.cloud.attaching),
-		CheckpointVersion: n.dur.version,
-		Written:           n.dur.written,
-		ENIConfigOK:       n.cloud.eniCfgOK,
-		Urgent:            slices.Clone(n.urgentJobs),
-		Subnets:           poolSubnets(n),
-		Exhausted:         n.pressure.recent(now),
-		UnderPressure:     slices.Clone(n.pressure.under),
-		ENIConfigMessage:  n.cloud.eniCfgMsg,
-		InFlight:          len(n.jobs.inFlight),
-		Unmanaged:         slices.Clone(n.unmanaged.enis),
-		MaxENIs:           n.planner.limits().MaxENIs,
-		PrefixFallback:    n.frag.view(),
-	}
+	v := n.Summary(now)
+	v.Assignments = n.pool.Assignments()
+	v.ENIs = make(map[string]ENIView)
+	v.LastPlan = n.cloud.lastPlan
+	v.CheckpointVersion, v.Written = n.dur.version, n.dur.written
+	v.ENIConfigMessage = n.cloud.eniCfgMsg
+	v.Unmanaged = slices.Clone(n.unmanaged.enis)
+	v.MaxENIs = n.planner.limits().MaxENIs
 	for _, e := range n.pool.ENIs() {
 		m := n.meta[e.ID]
 		v.ENIs[e.ID] = ENIView{ENI: e, MAC: m.MAC, DeleteOnTermination: m.DOT}
@@ -110,7 +91,6 @@ func (n *Node) View(now time.Time) View {
 		}
 	}
 	slices.Sort(v.PendingDOT)
-	v.Quarantined = quarantinedAddrs(n.host.quarantined)
 	if n.cloud.grow.blocked(now) {
 		v.GrowthHeldUntil = n.cloud.grow.until
 	}
