@@ -56,16 +56,20 @@ type Fabric struct {
 	internet *space
 	nodes    map[string]*node // by instance ID, fixed after Start
 
+	hooks        mirrorHooks
 	cancelEvents func()
 	done         chan struct{}
 	servers      []*http.Server
 
 	// mu guards everything below.
-	mu      sync.Mutex
-	enis    map[string]*wiredENI // by ENI ID
-	errs    []error
-	applied int // events mirrored so far
-	changed chan struct{}
+	mu    sync.Mutex
+	enis  map[string]*wiredENI // by ENI ID
+	lanes map[slot]*lane
+	errs  []error
+	// initialApplied counts the ENIs attached when mirroring began that
+	// are wired (or failed to be).
+	initialApplied int
+	changed        chan struct{}
 }
 
 // space is one namespace the fabric owns.
@@ -90,14 +94,24 @@ type wiredENI struct {
 
 // Start builds the namespaces for every running instance of c, wires the
 // ENIs attached now, and keeps mirroring EC2's changes until Close.
-func Start(ctx context.Context, c *sim.Cloud, opts Options) (_ *Fabric, err error) {
+func Start(ctx context.Context, c *sim.Cloud, opts Options) (*Fabric, error) {
+	return start(ctx, c, opts, mirrorHooks{})
+}
+
+// mirrorHooks let a test hold the mirroring at a point; nil ones do nothing.
+type mirrorHooks struct {
+	beforeApply  func(sim.Event) // before any work on an event
+	beforeRoutes func(sim.Event) // an attach, after the wire exists, before its routes
+}
+
+func start(ctx context.Context, c *sim.Cloud, opts Options, hooks mirrorHooks) (_ *Fabric, err error) {
 	if opts.Prefix == "" {
 		return nil, errors.New("fabric: Options.Prefix is required so leftovers can be found")
 	}
 	f := &Fabric{
 		cloud: c, prefix: opts.Prefix, log: opts.Logger, mtu: opts.MTU, created: opts.Created,
-		nodes: map[string]*node{}, enis: map[string]*wiredENI{}, changed: make(chan struct{}),
-		done: make(chan struct{}),
+		nodes: map[string]*node{}, enis: map[string]*wiredENI{}, lanes: map[slot]*lane{}, changed: make(chan struct{}),
+		done: make(chan struct{}), hooks: hooks,
 	}
 	if f.log == nil {
 		f.log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -132,10 +132,17 @@ func Do(path string, f func() error) error {
 // setSysctl writes a net.* sysctl inside the namespace at path; /proc/sys/net
 // shows the namespace of the thread that opens it.
 func setSysctl(path, key, value string) error {
+	return setSysctls(path, map[string]string{key: value})
+}
+
+// setSysctls writes several from one visit to the namespace.
+func setSysctls(path string, kv map[string]string) error {
 	return Do(path, func() error {
-		file := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
-		if err := os.WriteFile(file, []byte(value), 0o644); err != nil {
-			return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
+		for key, value := range kv {
+			file := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+			if err := os.WriteFile(file, []byte(value), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
+			}
 		}
 		return nil
 	})

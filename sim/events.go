@@ -11,11 +11,18 @@ import (
 type EventKind string
 
 const (
+	// ENIAttaching: AttachNetworkInterface began an attachment; the
+	// instance sees no device until ENIAttached. Addresses and Prefixes
+	// hold everything on the ENI, so a fabric can lay the wire (the VPC's
+	// routes to the ENI) during the attach delay and only plug it in when
+	// it completes.
+	ENIAttaching EventKind = "ENIAttaching"
 	// ENIAttached: the ENI finished attaching; Addresses and Prefixes hold
 	// everything on it at that moment.
 	ENIAttached EventKind = "ENIAttached"
 	// ENIDetached: the ENI finished detaching (or its instance was
-	// terminated); Addresses and Prefixes hold what it carried.
+	// terminated, also while it was still attaching); Addresses and
+	// Prefixes hold what it carried.
 	ENIDetached EventKind = "ENIDetached"
 	// AddressesAssigned and AddressesUnassigned carry only the addresses
 	// that changed.

@@ -45,9 +45,14 @@ func TestSubscribeReplaysStateThenStreamsChanges(t *testing.T) {
 	eni := e.createENI(&ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-a"), SecondaryPrivateIpAddressCount: aws.Int32(1)})
 	id := aws.ToString(eni.NetworkInterfaceId)
 	att := e.attach(id, "i-node1", 1)
+	ev := next(t, events)
+	if ev.Kind != sim.ENIAttaching || ev.NetworkInterfaceID != id || ev.InstanceID != "i-node1" || ev.DeviceIndex != 1 ||
+		len(ev.Addresses) != 2 || !ev.Time.Equal(epoch) {
+		t.Errorf("attaching event = %+v, want the attach begun at the call", ev)
+	}
 	// The attach completes on the clock alone: no API call needed.
 	e.clock.Advance(2 * time.Second)
-	ev := next(t, events)
+	ev = next(t, events)
 	if ev.Kind != sim.ENIAttached || ev.Initial || ev.NetworkInterfaceID != id || ev.InstanceID != "i-node1" || ev.DeviceIndex != 1 ||
 		len(ev.Addresses) != 2 || ev.SubnetCIDR != netip.MustParsePrefix("10.0.0.0/24") || !ev.Time.Equal(epoch.Add(2*time.Second)) {
 		t.Errorf("attach event = %+v", ev)
@@ -111,6 +116,31 @@ func TestTerminateEmitsDetachForEveryENI(t *testing.T) {
 	}
 }
 
+// A subscriber that laid a wire when the attach began hears when that
+// attach will never complete.
+func TestAnAttachCutShortByTerminationIsAnnouncedAsDetached(t *testing.T) {
+	e := newEnv(t, baseTopology, withDelays(time.Minute, time.Second))
+	events, cancel := e.cloud.Subscribe()
+	defer cancel()
+	for range e.cloud.Instances() {
+		next(t, events) // initial state
+	}
+	eni := e.createENI(&ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-a")})
+	id := aws.ToString(eni.NetworkInterfaceId)
+	e.attach(id, "i-node1", 1)
+	if ev := next(t, events); ev.Kind != sim.ENIAttaching || ev.NetworkInterfaceID != id {
+		t.Fatalf("event = %+v, want %s attaching", ev, id)
+	}
+	if _, err := e.ec2.TerminateInstances(e.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{"i-node1"}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for !seen {
+		ev := next(t, events)
+		seen = ev.Kind == sim.ENIDetached && ev.NetworkInterfaceID == id && ev.InstanceID == "i-node1" && ev.DeviceIndex == 1
+	}
+}
+
 func TestCloseEndsSubscriptions(t *testing.T) {
 	e := newEnv(t, baseTopology, nil)
 	events, _ := e.cloud.Subscribe()
@@ -158,6 +188,9 @@ func TestRealClockCompletesAttachOnItsOwn(t *testing.T) {
 		NetworkInterfaceId: out.NetworkInterface.NetworkInterfaceId, InstanceId: aws.String("i-node1"), DeviceIndex: aws.Int32(1),
 	}); err != nil {
 		t.Fatal(err)
+	}
+	if ev := next(t, events); ev.Kind != sim.ENIAttaching {
+		t.Errorf("event = %+v, want the attach begun", ev)
 	}
 	if ev := next(t, events); ev.Kind != sim.ENIAttached || ev.NetworkInterfaceID != aws.ToString(out.NetworkInterface.NetworkInterfaceId) {
 		t.Errorf("event = %+v, want the ENI attached", ev)

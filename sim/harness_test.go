@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 // baseTopology is the cloud most tests start from: no delays, no faults,
@@ -86,7 +87,7 @@ func newEC2Client(url string) *ec2.Client {
 		Region:       "us-west-2",
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
 		BaseEndpoint: aws.String(url),
-		Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
+		Retryer:      simtest.ConnectionRetryer,
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 // clientAs is an EC2 client signing with key as its access key ID.
@@ -21,7 +22,7 @@ func (e *env) clientAs(key string) *ec2.Client {
 		Region:       "us-west-2",
 		Credentials:  credentials.NewStaticCredentialsProvider(key, "secret", ""),
 		BaseEndpoint: aws.String(e.url),
-		Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
+		Retryer:      simtest.ConnectionRetryer,
 	})
 }
 

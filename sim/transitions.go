@@ -43,6 +43,7 @@ func (c *Cloud) beginAttachLocked(e *eni, att *attachment, now time.Time) {
 	e.status = statusAttaching
 	att.due = now.Add(c.attachDelay)
 	c.attachments[att.id] = e
+	c.emitLocked(eventFor(ENIAttaching, e, now))
 	c.settleLocked(now) // a zero delay completes at once
 }
 
@@ -55,17 +56,14 @@ func (c *Cloud) beginDetachLocked(e *eni, now time.Time) {
 }
 
 // finishDetachLocked drops e's attachment and makes it available. An ENI
-// cut off while still attaching (its instance terminated) was never
-// announced as attached, so its detach is not announced either.
+// cut off while still attaching (its instance terminated) is announced as
+// detached too: its attach was announced when it began.
 func (c *Cloud) finishDetachLocked(e *eni, at time.Time) {
 	ev := eventFor(ENIDetached, e, at)
-	announced := e.status != statusAttaching
 	delete(c.attachments, e.att.id)
 	e.att = nil
 	e.status = statusAvailable
-	if announced {
-		c.emitLocked(ev)
-	}
+	c.emitLocked(ev)
 }
 
 // nextDueLocked is the earliest pending transition, or zero.

@@ -9,6 +9,11 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/vpcnet/vpcnet/sim"
 )
@@ -50,4 +55,19 @@ func IsolateAWSEnv(t testing.TB) {
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS", "AWS_NEW_RETRIES_2026"} {
 		t.Setenv(k, "")
 	}
+}
+
+// ConnectionRetryer retries a call only when its connection failed under
+// it, at once and at most twice, so a test sees every answer EC2 sent as
+// EC2 sent it. net/http can close a kept-alive connection just as the SDK
+// reads an answer from it ("use of closed network connection",
+// aws-sdk-go-v2 #2737); production's standard retryer retries that too,
+// while aws.NopRetryer turned it into a test failure on a loaded machine.
+func ConnectionRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 3
+		o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		o.RateLimiter = ratelimit.None
+	})
 }
