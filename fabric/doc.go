@@ -8,7 +8,11 @@
 // or /28 route and a permanent neighbour entry on the owning ENI's link,
 // as the VPC's mapping service does) and drops packets whose source address
 // is not assigned to the ENI they came from (strict rp_filter), which is
-// EC2's source/destination check. A further namespace outside the VPC
+// EC2's source/destination check. As a hypervisor hot-plugs each device
+// on its own, every slot of an instance is mirrored independently; an
+// ENI's wire and routes are laid while its attach is in flight and the
+// node sees its interface (by its MAC) only when EC2 says attached. A
+// further namespace outside the VPC
 // stands for the internet. IMDS answers at 169.254.169.254 inside each
 // node's namespace.
 //
