@@ -40,7 +40,23 @@ type Link struct {
 	Index int
 }
 
+// validate checks everything AddPod and WirePod need.
 func (c PodConfig) validate() error {
+	if err := c.validateVeth(); err != nil {
+		return err
+	}
+	if !c.Addr.Is4() || c.Addr.IsUnspecified() || c.Addr.IsLoopback() {
+		return fmt.Errorf("pod config: address %q is not a usable IPv4 address", c.Addr)
+	}
+	if err := validRouteTable(c.RouteTable); err != nil {
+		return fmt.Errorf("pod config: %w", err)
+	}
+	return nil
+}
+
+// validateVeth checks what PrewirePod needs, which is all but the address
+// and its table.
+func (c PodConfig) validateVeth() error {
 	if c.NetNS == "" {
 		return errors.New("pod config: network namespace path is empty")
 	}
@@ -49,12 +65,6 @@ func (c PodConfig) validate() error {
 	}
 	if err := validIfName(c.HostVethName); err != nil {
 		return fmt.Errorf("pod config: host veth: %w", err)
-	}
-	if !c.Addr.Is4() || c.Addr.IsUnspecified() || c.Addr.IsLoopback() {
-		return fmt.Errorf("pod config: address %q is not a usable IPv4 address", c.Addr)
-	}
-	if err := validRouteTable(c.RouteTable); err != nil {
-		return fmt.Errorf("pod config: %w", err)
 	}
 	if err := validMTU(c.MTU); err != nil {
 		return fmt.Errorf("pod config: %w", err)
@@ -66,124 +76,74 @@ func (c PodConfig) validate() error {
 // the pod's namespace, the pod's address, routes and gateway neighbour, the
 // host route, rule 512, and rule 1536 when the pod is on a secondary ENI.
 // A host veth of the same name left by an earlier sandbox of the same pod
-// is replaced. On error, whatever AddPod created is removed again.
-func (d *Dataplane) AddPod(ctx context.Context, cfg PodConfig) (_ PodLinks, err error) {
+// is replaced. On error, whatever AddPod created is removed again. It is
+// PrewirePod then WirePod, for callers that know the address up front.
+func (d *Dataplane) AddPod(ctx context.Context, cfg PodConfig) (PodLinks, error) {
 	if err := cfg.validate(); err != nil {
 		return PodLinks{}, err
 	}
-	s, err := d.open(ctx)
+	p, err := d.PrewirePod(ctx, cfg)
 	if err != nil {
 		return PodLinks{}, err
 	}
-	defer s.close()
-	podNS, err := openPodNS(cfg.NetNS)
-	if err != nil {
-		return PodLinks{}, err
-	}
-	defer podNS.Close()
-	podNL, err := newNL(podNS)
-	if err != nil {
-		return PodLinks{}, err
-	}
-	defer podNL.close()
+	return d.WirePod(ctx, p, cfg)
+}
 
-	if existing, err := podNL.linkByName(cfg.IfName); err != nil {
-		return PodLinks{}, fmt.Errorf("look for %s in %s: %w", cfg.IfName, cfg.NetNS, err)
-	} else if existing != nil {
-		return PodLinks{}, fmt.Errorf("pod network namespace %s already has an interface %s", cfg.NetNS, cfg.IfName)
+// WirePod finishes, once the pod's address is known, the wiring PrewirePod
+// began: the address on the pod interface, the MTU of both ends when
+// cfg's differs from the one the veth was made with, the host route, rule
+// 512, and rule 1536 when the pod is on a secondary ENI. cfg must name the
+// namespace, interface and host veth p was made for. p is spent whatever
+// the outcome; on error the veth and whatever WirePod added are removed.
+func (d *Dataplane) WirePod(ctx context.Context, p *PrewiredPod, cfg PodConfig) (_ PodLinks, err error) {
+	if p.spent {
+		return PodLinks{}, fmt.Errorf("wire pod %s: its veth was already wired or removed", p.cfg.HostVethName)
 	}
-	if err := replaceStaleVeth(s.nl, cfg.HostVethName); err != nil {
-		return PodLinks{}, err
-	}
-
-	mtu := orDefaultMTU(cfg.MTU)
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: cfg.HostVethName, MTU: mtu},
-		PeerName:      cfg.IfName,
-		PeerMTU:       uint32(mtu),
-		PeerNamespace: netlink.NsFd(int(podNS.Fd())),
-	}
-	if err := s.nl.linkAdd(veth); err != nil {
-		return PodLinks{}, fmt.Errorf("create veth %s with peer %s in %s: %w", cfg.HostVethName, cfg.IfName, cfg.NetNS, err)
-	}
+	p.spent = true
+	defer p.release()
+	// The address's rules are undone only once cfg is known to be this
+	// veth's: a bad cfg must not cost another pod its rules.
+	var undoAddr netip.Addr
 	defer func() {
 		if err != nil {
-			if derr := undoAddPod(s.nl, cfg); derr != nil {
-				d.log.Warn("undo partial pod wiring", "veth", cfg.HostVethName, "addr", cfg.Addr, "err", derr)
+			if derr := undoAddPod(p.s.nl, p.cfg.HostVethName, undoAddr); derr != nil {
+				d.log.Warn("undo partial pod wiring", "veth", p.cfg.HostVethName, "addr", cfg.Addr, "err", derr)
 			}
 		}
 	}()
-	hostLink, err := s.nl.linkByName(cfg.HostVethName)
-	if err != nil || hostLink == nil {
-		return PodLinks{}, fmt.Errorf("find new host veth %s: %w", cfg.HostVethName, errors.Join(err, errNoLink))
-	}
-	if err := s.nl.linkSetUp(hostLink); err != nil {
-		return PodLinks{}, fmt.Errorf("set host veth %s up: %w", cfg.HostVethName, err)
-	}
-	podLink, err := wirePodSide(podNL, cfg, hostLink.Attrs().HardwareAddr)
-	if err != nil {
+	if err := cfg.validate(); err != nil {
 		return PodLinks{}, err
+	}
+	if cfg.NetNS != p.cfg.NetNS || cfg.IfName != p.cfg.IfName || cfg.HostVethName != p.cfg.HostVethName {
+		return PodLinks{}, fmt.Errorf("wire pod: config for %s %s (host veth %s) does not match the veth made for %s %s (host veth %s)",
+			cfg.NetNS, cfg.IfName, cfg.HostVethName, p.cfg.NetNS, p.cfg.IfName, p.cfg.HostVethName)
+	}
+	undoAddr = cfg.Addr
+	if err := ctx.Err(); err != nil {
+		return PodLinks{}, err
+	}
+	if mtu := orDefaultMTU(cfg.MTU); mtu != p.cfg.MTU {
+		if err := p.s.nl.linkSetMTU(p.host, mtu); err != nil {
+			return PodLinks{}, fmt.Errorf("set MTU %d on host veth %s: %w", mtu, cfg.HostVethName, err)
+		}
+		if err := p.podNL.linkSetMTU(p.pod, mtu); err != nil {
+			return PodLinks{}, fmt.Errorf("set MTU %d on %s in %s: %w", mtu, cfg.IfName, cfg.NetNS, err)
+		}
+	}
+	if err := p.podNL.addrAdd(p.pod, &netlink.Addr{IPNet: ipNet(host(cfg.Addr))}); err != nil {
+		return PodLinks{}, fmt.Errorf("add %s to %s in %s: %w", cfg.Addr, cfg.IfName, cfg.NetNS, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return PodLinks{}, err
 	}
-	if err := wireHostSide(s.nl, cfg, hostLink); err != nil {
+	if err := wireHostSide(p.s.nl, cfg, p.host); err != nil {
 		return PodLinks{}, err
 	}
 	d.log.Info("pod wired", "veth", cfg.HostVethName, "addr", cfg.Addr, "table", cfg.RouteTable, "netns", cfg.NetNS)
-	return PodLinks{Host: linkOf(hostLink), Pod: linkOf(podLink)}, nil
+	return PodLinks{Host: linkOf(p.host), Pod: linkOf(p.pod)}, nil
 }
 
 var errNoLink = errors.New("link does not exist")
-
-// replaceStaleVeth deletes a leftover host veth of our name: kubelet
-// recreated the pod's sandbox and the old one was never deleted.
-func replaceStaleVeth(nl *nlHandle, name string) error {
-	old, err := nl.linkByName(name)
-	if err != nil {
-		return fmt.Errorf("look for host veth %s: %w", name, err)
-	}
-	if old == nil {
-		return nil
-	}
-	if _, ok := old.(*netlink.Veth); !ok {
-		return fmt.Errorf("host veth name %s is taken by a %s link that is not ours", name, old.Type())
-	}
-	if err := nl.linkDel(old); err != nil && !isNotExist(err) {
-		return fmt.Errorf("delete stale host veth %s: %w", name, err)
-	}
-	return nil
-}
-
-func wirePodSide(nl *nlHandle, cfg PodConfig, hostMAC net.HardwareAddr) (netlink.Link, error) {
-	l, err := nl.linkByName(cfg.IfName)
-	if err != nil || l == nil {
-		return nil, fmt.Errorf("find %s in %s: %w", cfg.IfName, cfg.NetNS, errors.Join(err, errNoLink))
-	}
-	if err := nl.linkSetUp(l); err != nil {
-		return nil, fmt.Errorf("set %s up in %s: %w", cfg.IfName, cfg.NetNS, err)
-	}
-	if err := nl.addrAdd(l, &netlink.Addr{IPNet: ipNet(host(cfg.Addr))}); err != nil {
-		return nil, fmt.Errorf("add %s to %s in %s: %w", cfg.Addr, cfg.IfName, cfg.NetNS, err)
-	}
-	gw := PodGateway()
-	idx := l.Attrs().Index
-	for _, r := range []*netlink.Route{
-		{LinkIndex: idx, Dst: ipNet(host(gw)), Scope: netlink.SCOPE_LINK},
-		{LinkIndex: idx, Dst: ipNet(netip.PrefixFrom(netip.IPv4Unspecified(), 0)), Gw: gw.AsSlice()},
-	} {
-		if err := nl.routeReplace(r); err != nil {
-			return nil, fmt.Errorf("add route %s in %s: %w", r, cfg.NetNS, err)
-		}
-	}
-	if err := nl.neighSet(&netlink.Neigh{
-		LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-		IP: gw.AsSlice(), HardwareAddr: hostMAC,
-	}); err != nil {
-		return nil, fmt.Errorf("add neighbour %s lladdr %s in %s: %w", gw, hostMAC, cfg.NetNS, err)
-	}
-	return l, nil
-}
 
 func wireHostSide(nl *nlHandle, cfg PodConfig, hostLink netlink.Link) error {
 	if err := nl.routeReplace(&netlink.Route{
@@ -230,18 +190,18 @@ func containsRule(rules []ipRule, r ipRule) bool {
 	return false
 }
 
-// undoAddPod removes the veth (which takes both ends and the host route
-// with it) and the pod's rules.
-func undoAddPod(nl *nlHandle, cfg PodConfig) error {
+// undoAddPod removes the host veth (which takes the pod end and the host
+// route with it) and the rules of addr, if valid.
+func undoAddPod(nl *nlHandle, hostVeth string, addr netip.Addr) error {
 	var errs []error
-	if l, err := nl.linkByName(cfg.HostVethName); err != nil {
+	if l, err := nl.linkByName(hostVeth); err != nil {
 		errs = append(errs, err)
 	} else if l != nil {
 		if err := nl.linkDel(l); err != nil && !isNotExist(err) {
-			errs = append(errs, fmt.Errorf("delete host veth %s: %w", cfg.HostVethName, err))
+			errs = append(errs, fmt.Errorf("delete host veth %s: %w", hostVeth, err))
 		}
 	}
-	errs = append(errs, deletePodRules(nl, cfg.Addr))
+	errs = append(errs, deletePodRules(nl, addr))
 	return errors.Join(errs...)
 }
 

@@ -35,6 +35,13 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	log, closeLog := conf.logger()
 	defer closeLog()
 	a := newAgent(conf)
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: conf.plugin.VethPrefix})
+	if err != nil {
+		return invalidConf("field vethPrefix: " + err.Error())
+	}
+	hostVeth := conf.hostVeth(pod)
+	pre := startPrewire(dp, dataplane.PodConfig{NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth}, a.timeout)
+	defer pre.cancel()
 
 	ctx, cancel := a.context()
 	defer cancel()
@@ -45,15 +52,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	})
 	rpcTook := time.Since(rpcStart)
 	if err != nil {
+		pre.abandon(log, args.ContainerID)
 		return a.cniError("add", err)
 	}
 	// From here the agent holds an address for us: any failure gives it back
 	// and undoes the wiring, or the address would leak until GC.
 	var wired *dataplane.PodConfig
-	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: conf.plugin.VethPrefix})
-	if err != nil {
-		return invalidConf("field vethPrefix: " + err.Error())
-	}
 	defer func() {
 		if err == nil {
 			return
@@ -62,6 +66,8 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 			if derr := dp.DelPod(context.Background(), *wired); derr != nil {
 				log.Error("rollback: unwire pod", "container", args.ContainerID, "err", derr)
 			}
+		} else {
+			pre.abandon(log, args.ContainerID)
 		}
 		if reply.Existing {
 			// A repeated ADD: the address was this attachment's before
@@ -76,14 +82,17 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	cfg, err := podConfig(reply, args, conf.hostVeth(pod))
+	cfg, err := podConfig(reply, args, hostVeth)
 	if err != nil {
 		return err
 	}
 	dctx, dcancel := a.context()
 	defer dcancel()
+	// wire runs from the agent's reply to the pod wired, so it includes
+	// any wait for the prewiring still under way: the time ADD spent on
+	// the kernel after the agent answered.
 	wireStart := time.Now()
-	links, err := dp.AddPod(dctx, cfg)
+	links, err := pre.finish(dctx, dp, cfg)
 	wireTook := time.Since(wireStart)
 	if err != nil {
 		if errors.Is(err, dataplane.ErrNetNSNotFound) {
@@ -93,9 +102,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	wired = &cfg
 	// The phase times let an operator (and the benchmark driver) see
-	// whether a slow ADD waited on the agent or on the kernel.
+	// whether a slow ADD waited on the agent or on the kernel; prewire ran
+	// alongside rpc, so it is not part of took's sum.
 	log.Info("pod added", "container", args.ContainerID, "pod", pod.namespace+"/"+pod.name, "addr", cfg.Addr, "eni", reply.EniId,
-		"rpc", rpcTook, "wire", wireTook, "took", time.Since(began))
+		"rpc", rpcTook, "prewire", pre.took, "wire", wireTook, "took", time.Since(began))
 	return types.PrintResult(result(cfg, links, args.Netns), conf.CNIVersion)
 }
 

@@ -26,6 +26,12 @@ type fakeAgent struct {
 	dels       []string // attachment keys, in order
 	gcRequests []*agentapi.GCRequest
 	onDel      func() // called as a Del arrives, before it is answered
+	// onAdd is called as an Add arrives, before it is answered, with the
+	// call's context (ended when the plugin hangs up); an error is the
+	// answer.
+	onAdd func(context.Context) error
+	// editReply, when set, changes every Add and Check reply.
+	editReply func(*agentapi.AddReply)
 }
 
 // lease is an address and the table of its ENI.
@@ -76,7 +82,15 @@ func key(at *agentapi.Attachment) string {
 	return fmt.Sprintf("%s/%s/%s", at.Network, at.ContainerId, at.IfName)
 }
 
-func (a *fakeAgent) Add(_ context.Context, req *agentapi.AddRequest) (*agentapi.AddReply, error) {
+func (a *fakeAgent) Add(ctx context.Context, req *agentapi.AddRequest) (*agentapi.AddReply, error) {
+	a.mu.Lock()
+	onAdd := a.onAdd
+	a.mu.Unlock()
+	if onAdd != nil {
+		if err := onAdd(ctx); err != nil {
+			return nil, err
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.addErr != nil {
@@ -97,11 +111,15 @@ func (a *fakeAgent) Add(_ context.Context, req *agentapi.AddRequest) (*agentapi.
 }
 
 func (a *fakeAgent) reply(l lease, ns, name string) *agentapi.AddReply {
-	return &agentapi.AddReply{
+	out := &agentapi.AddReply{
 		Address: l.addr, EniId: "eni-0123", DeviceIndex: l.table - 1, RouteTable: l.table,
 		SubnetCidr: "10.0.1.0/24", SubnetGateway: "10.0.1.1", VpcCidrs: []string{"10.0.0.0/16"},
 		Mtu: 9001, PodMtu: 9001, NodePrimaryIp: "10.0.0.10", PodNamespace: ns, PodName: name,
 	}
+	if a.editReply != nil {
+		a.editReply(out)
+	}
+	return out
 }
 
 func (a *fakeAgent) Del(_ context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {
@@ -152,6 +170,32 @@ func (a *fakeAgent) setOnDel(f func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.onDel = f
+}
+
+// holdAdds makes every Add wait until release is closed, or until the
+// plugin hangs up, which Add then answers with an error; arrived gets a
+// value as each Add arrives. err, when set, is what Add answers after the
+// wait.
+func (a *fakeAgent) holdAdds(err error) (arrived <-chan struct{}, release chan<- struct{}) {
+	in, out := make(chan struct{}, 16), make(chan struct{})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onAdd = func(ctx context.Context) error {
+		in <- struct{}{}
+		select {
+		case <-out:
+			return err
+		case <-ctx.Done():
+			return agentapi.Errorf(agentapi.Unavailable, "the plugin hung up: %v", ctx.Err())
+		}
+	}
+	return in, out
+}
+
+func (a *fakeAgent) setEditReply(f func(*agentapi.AddReply)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.editReply = f
 }
 
 func (a *fakeAgent) setAddErr(err error) {
