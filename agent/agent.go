@@ -52,6 +52,9 @@ type Options struct {
 	// budget controller's budgetapi.Client). Nil: the node spends on
 	// its own.
 	Budget Budget
+	// HostPorts writes the pods' hostPort rules. Nil: an Add with
+	// hostPorts fails.
+	HostPorts HostPorts
 }
 
 // Budget is the cluster-wide EC2 budget, asked before a job calls EC2.
@@ -113,6 +116,8 @@ type Agent struct {
 	starter starter
 	bridge  kubeBridge
 	spender spender
+	// ports are the pods' hostPorts.
+	ports *hostPortKeeper
 
 	mu sync.Mutex // guards below; never held across I/O
 	// replies routes each reply to the request that waits for it.
@@ -181,6 +186,7 @@ func New(o Options) (*Agent, error) {
 		budget:        o.Budget,
 	}
 	a.loop.a, a.views.a, a.starter.a, a.bridge.a, a.spender.a = a, a, a, a, a
+	a.ports = newHostPortKeeper(o.Config.HostPortPath(), o.HostPorts, o.Logger, o.Clock)
 	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))
 	a.ready.set(CondConfig, true, "all settings valid")
 	if o.Config.CustomNetwork {

@@ -168,6 +168,8 @@ type node struct {
 	kube Kube
 	// budget is the cluster's EC2 budget; nil runs the agent without one.
 	budget Budget
+	// ports records the hostPort rules the agent writes.
+	ports *fakePorts
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -192,7 +194,7 @@ func (w *world) node(instance string, env map[string]string) *node {
 	if err := os.MkdirAll(e["VPCNET_STATE_DIR"], 0o700); err != nil {
 		w.t.Fatal(err)
 	}
-	return &node{w: w, instance: instance, dir: dir, host: newFakeHost(), imds: imdsURL, env: e}
+	return &node{w: w, instance: instance, dir: dir, host: newFakeHost(), imds: imdsURL, env: e, ports: &fakePorts{}}
 }
 
 // running is an agent started by start; stop ends it and waits.
@@ -221,7 +223,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, Kube: n.kube, Budget: n.budget, Logger: log, AttachTimeout: 10 * time.Second})
+	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Kube: n.kube, Budget: n.budget, Logger: log, AttachTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

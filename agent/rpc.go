@@ -49,9 +49,23 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 			return nil, agentapi.Errorf(agentapi.InvalidArgument, "pod: %v", err)
 		}
 	}
+	ports, err := mappingsOf(req.PortMappings)
+	if err != nil {
+		return nil, agentapi.Errorf(agentapi.InvalidArgument, "%v", err)
+	}
 	r, err := s.a.add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if err := s.a.ports.put(ctx, r.Assignment, ports); err != nil {
+		// The plugin releases nothing after a failed Add: give back an
+		// address this call took, keep one an earlier ADD holds.
+		if !r.Existing {
+			if _, _, derr := s.a.Del(ctx, key); derr != nil {
+				s.a.log.Error("release the address of an Add whose hostPorts failed; GC will", "key", key.String(), "err", derr)
+			}
+		}
+		return nil, agentapi.Errorf(agentapi.Internal, "hostPorts of %s: %v", key, err)
 	}
 	out := s.a.reply(r.Assignment, r.ENI)
 	out.Existing = r.Existing
@@ -62,6 +76,11 @@ func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentap
 	key, err := anyKeyOf(req.Attachment)
 	if err != nil {
 		return nil, err
+	}
+	// The hostPorts go first: a failure leaves the address held, and the
+	// runtime's retry finds both as they were.
+	if err := s.a.ports.drop(ctx, key); err != nil {
+		return nil, agentapi.Errorf(agentapi.Unavailable, "remove hostPorts of %s: %v", key, err)
 	}
 	as, released, err := s.a.Del(ctx, key)
 	if err != nil {
@@ -115,6 +134,11 @@ func (s *rpcServer) GC(ctx context.Context, req *agentapi.GCRequest) (*agentapi.
 	gone, err := s.a.GC(ctx, req.Network, valid)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if len(gone) > 0 {
+		if err := s.a.ports.sweep(ctx, liveHostPorts(ctx, s.a), false); err != nil {
+			s.a.log.Error("remove the hostPorts of collected addresses; the next sweep will", "err", err)
+		}
 	}
 	out := &agentapi.GCReply{}
 	for _, as := range gone {

@@ -56,6 +56,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.loop.own(ctx, n, x)
 	}()
+	if err := a.starter.step("restore hostPorts", func() error { return a.starter.startHostPorts(ctx, &wg) }); err != nil {
+		a.ready.set(CondHost, false, err.Error())
+		return err
+	}
 	a.bridge.bridgeKube(ctx, &wg)
 	if a.budget != nil {
 		wg.Add(1)
@@ -115,4 +119,21 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	return l, nil
+}
+
+// startHostPorts reads the hostPorts the last run kept, drops those whose
+// pod the restart found gone, writes the rest's rules (the kernel may have
+// lost them) and starts their owner.
+func (s *starter) startHostPorts(ctx context.Context, wg *sync.WaitGroup) error {
+	a := s.a
+	a.ports.load()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.ports.run(ctx, liveHostPorts(ctx, a))
+	}()
+	if err := a.ports.sweep(ctx, liveHostPorts(ctx, a), true); err != nil {
+		return fmt.Errorf("restore hostPort rules: %w", err)
+	}
+	return nil
 }

@@ -34,6 +34,18 @@ type AddRequest struct {
 	PodNamespace string      `json:"pod_namespace,omitempty"`
 	PodName      string      `json:"pod_name,omitempty"`
 	Netns        string      `json:"netns,omitempty"`
+	// PortMappings are the pod's hostPorts (the runtime's portMappings);
+	// the agent writes their rules before it replies and removes them
+	// with the address.
+	PortMappings []PortMapping `json:"port_mappings,omitempty"`
+}
+
+// PortMapping is one hostPort, as the runtime passes it to the plugin.
+type PortMapping struct {
+	HostPort      int32  `json:"host_port,omitempty"`
+	ContainerPort int32  `json:"container_port,omitempty"`
+	Protocol      string `json:"protocol,omitempty"`
+	HostIp        string `json:"host_ip,omitempty"`
 }
 
 // AddReply carries everything the plugin needs to wire the pod.

@@ -24,8 +24,9 @@ type Options struct {
 	NetworkName string
 	// Socket is the agent's unix socket the plugin dials.
 	Socket string
-	// PortMap chains the reference portmap plugin for hostPort support.
-	PortMap bool
+	// HostPorts has vpcnet take the pods' hostPorts (the portMappings
+	// capability) and map them itself; no portmap plugin is chained.
+	HostPorts bool
 	// Bandwidth chains the reference bandwidth plugin for traffic shaping.
 	Bandwidth bool
 }
@@ -44,6 +45,26 @@ type PluginConf struct {
 	// Timeout bounds each call to the agent, as a Go duration; 30s when
 	// empty.
 	Timeout string `json:"timeout,omitempty"`
+	// Capabilities are the runtime arguments vpcnet takes: portMappings,
+	// the pod's hostPorts, which vpcnet maps itself.
+	Capabilities map[string]bool `json:"capabilities,omitempty"`
+	// RuntimeConfig is what the runtime passes for the pod's
+	// capabilities; it is never in the file.
+	RuntimeConfig *RuntimeConfig `json:"runtimeConfig,omitempty"`
+}
+
+// RuntimeConfig carries the arguments of the capabilities vpcnet takes.
+type RuntimeConfig struct {
+	PortMappings []PortMapEntry `json:"portMappings,omitempty"`
+}
+
+// PortMapEntry is one hostPort as the CNI portMappings convention spells
+// it (and kubelet and containerd pass it).
+type PortMapEntry struct {
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+	HostIP        string `json:"hostIP,omitempty"`
 }
 
 // Render returns the conflist document for opts.
@@ -54,17 +75,11 @@ func Render(opts Options) ([]byte, error) {
 	if opts.Socket == "" {
 		return nil, fmt.Errorf("render CNI config: agent socket path is empty")
 	}
-	plugins := []any{PluginConf{Type: "vpcnet", Socket: opts.Socket}}
-	if opts.PortMap {
-		plugins = append(plugins, map[string]any{
-			"type":         "portmap",
-			"capabilities": map[string]bool{"portMappings": true},
-			"snat":         true,
-			// vpcnet's own rules are nftables; hostPort rules follow,
-			// and the node needs no iptables binary.
-			"backend": "nftables",
-		})
+	self := PluginConf{Type: "vpcnet", Socket: opts.Socket}
+	if opts.HostPorts {
+		self.Capabilities = map[string]bool{"portMappings": true}
 	}
+	plugins := []any{self}
 	if opts.Bandwidth {
 		plugins = append(plugins, map[string]any{
 			"type":         "bandwidth",

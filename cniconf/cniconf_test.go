@@ -16,7 +16,7 @@ func TestInstalledConfigIsAValidConflistForLibcni(t *testing.T) {
 		plugins []string
 	}{
 		{"plugin alone", Options{NetworkName: "vpcnet", Socket: "/run/vpcnet/vpcnetd.sock"}, []string{"vpcnet"}},
-		{"chained", Options{NetworkName: "vpcnet", Socket: "/s", PortMap: true, Bandwidth: true}, []string{"vpcnet", "portmap", "bandwidth"}},
+		{"hostPorts by vpcnet, bandwidth chained", Options{NetworkName: "vpcnet", Socket: "/s", HostPorts: true, Bandwidth: true}, []string{"vpcnet", "bandwidth"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +42,22 @@ func TestInstalledConfigIsAValidConflistForLibcni(t *testing.T) {
 				t.Errorf("vpcnet entry does not carry the socket %s: %s", tt.opts.Socket, list.Plugins[0].Bytes)
 			}
 		})
+	}
+}
+
+// libcni passes runtimeConfig.portMappings only to a plugin that declares
+// the capability: without it a pod's hostPorts would silently not work.
+func TestVpcnetDeclaresThePortMappingsCapability(t *testing.T) {
+	data, err := Render(Options{NetworkName: "vpcnet", Socket: "/s", HostPorts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !list.Plugins[0].Network.Capabilities["portMappings"] {
+		t.Errorf("the vpcnet entry does not declare portMappings: %s", list.Plugins[0].Bytes)
 	}
 }
 

@@ -107,6 +107,10 @@ type Config struct {
 // address.
 func (c Config) CheckpointPath() string { return filepath.Join(c.StateDir, "checkpoint.json") }
 
+// HostPortPath is the file where the agent records the pods' hostPorts,
+// from which it rewrites their rules after a restart.
+func (c Config) HostPortPath() string { return filepath.Join(c.StateDir, "hostports.json") }
+
 // CNIConfPath is the CNI configuration file the agent writes when ready.
 func (c Config) CNIConfPath() string { return filepath.Join(c.CNIConfDir, c.CNIConfName) }
 

@@ -102,7 +102,7 @@ var refusals = []refusal{
 	{"ENABLE_IMDS_ONLY_MODE", "`false`", isBool(false),
 		"vpcnet needs the EC2 API (deploy/iam-policy.json lists the actions); grant them, through a VPC endpoint with VPCNET_EC2_ENDPOINT if EC2 is not otherwise reachable"},
 	{"ENABLE_BANDWIDTH_PLUGIN", "`false`", isBool(false),
-		"the CNI configuration vpcnet writes chains only portmap, so pod bandwidth annotations would not be enforced; remove it"},
+		"the CNI configuration vpcnet writes chains no bandwidth plugin, so pod bandwidth annotations would not be enforced; remove it"},
 	{"ANNOTATE_POD_IP", "`false`", isBool(false),
 		"vpcnet does not annotate pods with their address; policy engines must read the pod's status.podIPs"},
 	{"ENABLE_IPv4", "`true`", isBool(true),

@@ -112,7 +112,7 @@ func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
 		{"DISABLE_TCP_EARLY_DEMUX", "true", "tcp_early_demux"},
 		{"DISABLE_NETWORK_RESOURCE_PROVISIONING", "true", "MAX_ENI"},
 		{"ENABLE_IMDS_ONLY_MODE", "true", "iam-policy.json"},
-		{"ENABLE_BANDWIDTH_PLUGIN", "true", "portmap"},
+		{"ENABLE_BANDWIDTH_PLUGIN", "true", "chains no bandwidth plugin"},
 		{"ANNOTATE_POD_IP", "true", "status.podIPs"},
 		{"ENABLE_IPv4", "false", "IPv4 addresses only"},
 		{"ENABLE_NFTABLES", "maybe", "nftables"},

@@ -152,7 +152,7 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 	return nil
 }
 
-// TeardownHost removes tables ip and ip6 vpcnet and rule 1024. Pod and ENI state is
+// TeardownHost removes tables ip and ip6 vpcnet, ip vpcnet-hostport and rule 1024. Pod and ENI state is
 // left alone: pods keep working within the VPC.
 func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	s, err := d.open(ctx)
@@ -172,6 +172,9 @@ func (d *Dataplane) TeardownHost(ctx context.Context) error {
 		return err
 	}
 	if _, err := deleteTable(nft, nftables.TableFamilyIPv4); err != nil {
+		return err
+	}
+	if _, err := deleteNamedTable(nft, nftables.TableFamilyIPv4, HostPortTable); err != nil {
 		return err
 	}
 	_, err = deleteTable(nft, nftables.TableFamilyIPv6)

@@ -16,10 +16,15 @@ import (
 // rebuilt in one transaction, so packets never see a half-written rule
 // set. Only our own table is ever touched.
 func reconcileTable(n *nftConn, fam nftables.TableFamily, want []chainSpec) (changed bool, err error) {
+	return reconcileNamedTable(n, fam, TableName, want)
+}
+
+// reconcileNamedTable is reconcileTable for another of vpcnet's tables.
+func reconcileNamedTable(n *nftConn, fam nftables.TableFamily, name string, want []chainSpec) (changed bool, err error) {
 	if len(want) == 0 {
-		return deleteTable(n, fam)
+		return deleteNamedTable(n, fam, name)
 	}
-	t, err := n.table(fam, TableName)
+	t, err := n.table(fam, name)
 	if err != nil {
 		return false, err
 	}
@@ -33,7 +38,7 @@ func reconcileTable(n *nftConn, fam nftables.TableFamily, want []chainSpec) (cha
 		}
 		n.delTable(t)
 	}
-	t = n.addTable(&nftables.Table{Family: fam, Name: TableName})
+	t = n.addTable(&nftables.Table{Family: fam, Name: name})
 	chains := make([]*nftables.Chain, len(want))
 	// Chains first: a jump may only name a chain that exists.
 	for i, c := range want {
@@ -48,20 +53,24 @@ func reconcileTable(n *nftConn, fam nftables.TableFamily, want []chainSpec) (cha
 		}
 	}
 	if err := n.commit(); err != nil {
-		return false, fmt.Errorf("write nftables table %s %s: %w", familyName(fam), TableName, err)
+		return false, fmt.Errorf("write nftables table %s %s: %w", familyName(fam), name, err)
 	}
 	return true, nil
 }
 
 // deleteTable removes table vpcnet of family fam if it exists.
 func deleteTable(n *nftConn, fam nftables.TableFamily) (deleted bool, err error) {
-	t, err := n.table(fam, TableName)
+	return deleteNamedTable(n, fam, TableName)
+}
+
+func deleteNamedTable(n *nftConn, fam nftables.TableFamily, name string) (deleted bool, err error) {
+	t, err := n.table(fam, name)
 	if err != nil || t == nil {
 		return false, err
 	}
 	n.delTable(t)
 	if err := n.commit(); err != nil {
-		return false, fmt.Errorf("delete nftables table %s %s: %w", familyName(fam), TableName, err)
+		return false, fmt.Errorf("delete nftables table %s %s: %w", familyName(fam), name, err)
 	}
 	return true, nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"io"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,11 @@ import (
 	"github.com/vpcnet/vpcnet/simcluster"
 )
 
-// The reference portmap (in the agent's configuration list) and bandwidth
-// plugins run after vpcnet: a hostPort reaches the pod from another node,
-// the pod's veth is shaped, and DEL removes both.
-func TestChainedPortmapAndBandwidthWorkAfterVpcnet(t *testing.T) {
+// vpcnet maps hostPorts itself (the agent's configuration list declares
+// portMappings and chains no portmap) and the reference bandwidth plugin
+// runs after it: a hostPort reaches the pod from another node and from
+// the node itself, the pod's veth is shaped, and DEL removes both.
+func TestHostPortsAndChainedBandwidthWork(t *testing.T) {
 	c := startCluster(t, twoNodes, nil)
 	a, b := c.Nodes[0], c.Nodes[1]
 	ctx := t.Context()
@@ -48,6 +50,9 @@ func TestChainedPortmapAndBandwidthWorkAfterVpcnet(t *testing.T) {
 	if got, err := fetch(ctx, b.NetNS, hostPort); err != nil || !strings.Contains(got, "hello from the pod") {
 		t.Errorf("hostPort %s from %s: %q, %v", hostPort, b.ID, got, err)
 	}
+	if got, err := fetch(ctx, a.NetNS, hostPort); err != nil || !strings.Contains(got, "hello from the pod") {
+		t.Errorf("hostPort %s from its own node: %q, %v", hostPort, got, err)
+	}
 	veth := dataplane.HostVethName("eni", p.Namespace, p.Name)
 	if n := qdiscs(t, a, veth); n == 0 {
 		t.Errorf("no traffic shaping on %s after ADD with a bandwidth limit", veth)
@@ -61,6 +66,9 @@ func TestChainedPortmapAndBandwidthWorkAfterVpcnet(t *testing.T) {
 	}
 	if got, err := fetch(ctx, b.NetNS, hostPort); err == nil {
 		t.Errorf("hostPort still answers after DEL: %q", got)
+	}
+	if rules := nftTable(t, a, "vpcnet-hostport"); rules != "" {
+		t.Errorf("hostPort rules left after DEL:\n%s", rules)
 	}
 	if left := podState(t, a); len(left) > 0 {
 		t.Errorf("left after DEL: %v", left)
@@ -100,4 +108,24 @@ func qdiscs(t *testing.T, n *simcluster.Node, link string) int {
 		}
 	}
 	return count
+}
+
+// nftTable is `nft list table ip name` in the node, or "" when there is
+// no such table.
+func nftTable(t *testing.T, n *simcluster.Node, name string) string {
+	t.Helper()
+	var out []byte
+	err := fabric.Do(n.NetNS, func() error {
+		var err error
+		// A child process starts in the namespace of the thread forking it.
+		out, err = exec.Command("nft", "list", "table", "ip", name).CombinedOutput()
+		return err
+	})
+	if err != nil {
+		if strings.Contains(string(out), "No such file or directory") {
+			return ""
+		}
+		t.Fatalf("nft list table ip %s on %s: %v: %s", name, n.ID, err, out)
+	}
+	return string(out)
 }

@@ -104,7 +104,7 @@ func (b *bench) burst(ctx context.Context, res *Result) error {
 	for i, tl := range timelines {
 		t.AddRow(fmt.Sprintf("run %d: the agent's ENI attachments, from the burst's start", i+1), tl)
 	}
-	t.Notes = append(t.Notes, "pods use the agent's conflist as written (vpcnet, then portmap); namespaces are made before the burst; default settings (WARM_ENI_TARGET=1)")
+	t.Notes = append(t.Notes, "pods use the agent's conflist as written (vpcnet alone: it maps hostPorts itself); namespaces are made before the burst; default settings (WARM_ENI_TARGET=1)")
 	if b.opts.apiserver != "" {
 		t.Notes = append(t.Notes, "with an API server (etcd and kube-apiserver in the VPC router's namespace, no kubelet): the agent watches its Node and pods; the pods are bound to the node first, as the scheduler binds pods before kubelet has made their sandboxes, then every ADD starts at once")
 	} else {

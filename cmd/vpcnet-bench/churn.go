@@ -93,7 +93,7 @@ func (b *bench) churn(ctx context.Context, res *Result) error {
 		after.Sum("vpcnet_addresses", "state", "assigned"), after.Sum("vpcnet_addresses", "state", "cooling"), after.Sum("vpcnet_addresses", "state", "free")))
 	t.AddRow("measured phase lasted", took.Round(100*time.Millisecond).String())
 	t.Notes = append(t.Notes, "default settings (WARM_ENI_TARGET=1, IP_COOLDOWN_PERIOD=30): the pool holds every cooling address on top of the warm ENI, so it settles at rate × 30 s + pods + one ENI's worth",
-		"pods use the agent's conflist as written (vpcnet, then portmap)")
+		"pods use the agent's conflist as written (vpcnet alone: it maps hostPorts itself)")
 	res.Tables = append(res.Tables, t)
 	res.figure("churn_mutating_calls", mutating)
 	res.figure("churn_add_p99_ms", add.P99)

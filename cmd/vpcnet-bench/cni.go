@@ -148,8 +148,9 @@ func (e *timedExec) take(plugin, command, container string) (time.Duration, bool
 }
 
 // agentConfList reads the conflist the agent wrote into confDir. With
-// only set, it keeps only plugins of those types (the agent chains
-// portmap after vpcnet); with logFile set, vpcnet logs there.
+// only set, it keeps only plugins of those types (an older agent, as a
+// baseline, chains portmap after vpcnet); with logFile set, vpcnet logs
+// there.
 func agentConfList(confDir string, logFile string, only ...string) (*libcni.NetworkConfigList, error) {
 	files, err := libcni.ConfFiles(confDir, []string{".conflist"})
 	if err != nil || len(files) == 0 {

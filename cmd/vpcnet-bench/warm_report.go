@@ -53,7 +53,7 @@ func (b *bench) warmReport(res *Result, v, r *cycles, phases pluginLog, agent Me
 		}
 	}
 	lat.Notes = append(lat.Notes,
-		"vpcnet: the plugin alone from the agent's conflist (portmap, which the agent chains after it, left out on both sides); reference: Debian's ptp + host-local, cniVersion 1.0.0",
+		"vpcnet: the agent's conflist, the plugin alone (it maps hostPorts itself; no portmap on either side); reference: Debian's ptp + host-local, cniVersion 1.0.0",
 		"one m5.4xlarge node with its pool at target (WARM_ENI_TARGET=1), IP_COOLDOWN_PERIOD=1; each cycle makes a fresh pod namespace (not timed); times are libcni's AddNetworkList/DelNetworkList as containerd calls them")
 	res.Tables = append(res.Tables, lat)
 

@@ -34,6 +34,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	log, closeLog := conf.logger()
 	defer closeLog()
+	ports, err := portMappings(conf, log)
+	if err != nil {
+		return err
+	}
 	a := newAgent(conf)
 	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: conf.plugin.VethPrefix})
 	if err != nil {
@@ -49,6 +53,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	reply, err := a.api.Add(ctx, &agentapi.AddRequest{
 		Attachment:   conf.attachment(args.ContainerID, args.IfName),
 		PodNamespace: pod.namespace, PodName: pod.name, Netns: args.Netns,
+		PortMappings: ports,
 	})
 	rpcTook := time.Since(rpcStart)
 	if err != nil {

@@ -32,6 +32,8 @@ type fakeAgent struct {
 	onAdd func(context.Context) error
 	// editReply, when set, changes every Add and Check reply.
 	editReply func(*agentapi.AddReply)
+	// ports are the port mappings of each Add, by attachment key.
+	ports map[string][]agentapi.PortMapping
 }
 
 // lease is an address and the table of its ENI.
@@ -97,6 +99,10 @@ func (a *fakeAgent) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 		return nil, a.addErr
 	}
 	k := key(req.Attachment)
+	if a.ports == nil {
+		a.ports = map[string][]agentapi.PortMapping{}
+	}
+	a.ports[k] = req.PortMappings
 	l, ok := a.held[k]
 	if !ok {
 		if len(a.free) == 0 {

@@ -263,6 +263,10 @@ func TestGarbageInputGetsAPreciseError(t *testing.T) {
 		{name: "veth prefix too long", extra: map[string]any{"vethPrefix": "podveth"}, code: types.ErrInvalidNetworkConfig, want: "field vethPrefix: veth prefix \"podveth\" is longer than 4 characters"},
 		{name: "CNI_ARGS pair without =", args: [][2]string{{"garbage;K8S_POD_NAME", "web"}}, code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: "garbage" is not a KEY=VALUE pair`},
 		{name: "no pod name", args: [][2]string{{"K8S_POD_NAMESPACE", "default"}}, code: types.ErrInvalidEnvironmentVariables, want: "CNI_ARGS lacks K8S_POD_NAME"},
+		{name: "hostPort 0", extra: map[string]any{"runtimeConfig": map[string]any{"portMappings": []any{map[string]any{"hostPort": 0, "containerPort": 80, "protocol": "tcp"}}}},
+			code: types.ErrInvalidNetworkConfig, want: "field runtimeConfig.portMappings[0]: hostPort 0 is not a port number (1-65535)"},
+		{name: "portMappings not a list", extra: map[string]any{"runtimeConfig": map[string]any{"portMappings": "8080:80"}},
+			code: types.ErrDecodingFailure, want: "field runtimeConfig.portMappings: a JSON string cannot be"},
 		// Both used to be accepted and recorded by the agent.
 		{name: "pod namespace walks a path", args: [][2]string{{"K8S_POD_NAMESPACE", "../../x"}, {"K8S_POD_NAME", "web"}},
 			code: types.ErrInvalidEnvironmentVariables, want: `CNI_ARGS: pod namespace "../../x": must be a DNS-1123 label`},
@@ -285,6 +289,33 @@ func TestGarbageInputGetsAPreciseError(t *testing.T) {
 				t.Errorf("agent was asked for an address despite bad input: %v", held)
 			}
 		})
+	}
+}
+
+// The runtime passes a pod's hostPorts only to a plugin that declares
+// portMappings (as the agent's conflist does); vpcnet hands them to the
+// agent, which maps them.
+func TestTheRuntimesPortMappingsReachTheAgent(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", map[string]any{"capabilities": map[string]bool{"portMappings": true}})
+	p := h.newPod("web")
+	p.rt.CapabilityArgs = map[string]any{"portMappings": []map[string]any{
+		{"hostPort": 8080, "containerPort": 80, "protocol": "TCP"},
+		{"hostPort": 53, "containerPort": 53, "protocol": "udp", "hostIP": "fd00::1"},
+		{"hostPort": 9000, "containerPort": 9000, "protocol": "sctp", "hostIP": "10.0.0.10"},
+	}}
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	h.agent.mu.Lock()
+	got := h.agent.ports[key(&agentapi.Attachment{Network: "vpcnet", ContainerId: p.rt.ContainerID, IfName: p.rt.IfName})]
+	h.agent.mu.Unlock()
+	want := []agentapi.PortMapping{
+		{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"},
+		{HostPort: 9000, ContainerPort: 9000, Protocol: "sctp", HostIp: "10.0.0.10"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the agent got port mappings %+v, want %+v (the IPv6 one skipped)", got, want)
 	}
 }
 

@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/hostport"
+)
+
+// fakePorts records the hostPort rules the agent writes, as the kernel
+// would hold them; fail makes the next writes fail.
+type fakePorts struct {
+	mu      sync.Mutex
+	entries []hostport.Entry
+	writes  int
+	fail    error
+}
+
+func (f *fakePorts) SetHostPorts(_ context.Context, entries []hostport.Entry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	f.entries = entries
+	f.writes++
+	return nil
+}
+
+// rules lists the mappings in force as "addr mapping".
+func (f *fakePorts) rules() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, e := range f.entries {
+		for _, m := range e.Mappings {
+			out = append(out, e.Addr.String()+" "+m.String())
+		}
+	}
+	return out
+}
+
+func (f *fakePorts) failWith(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = err
+}
+
+func web(container string) *agentapi.Attachment {
+	return &agentapi.Attachment{Network: "aws-cni", ContainerId: container, IfName: "eth0"}
+}
+
+var port8080 = []agentapi.PortMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}}
+
+func TestAPodsHostPortsAreMappedWithItsAddressAndGoWithIt(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := add.Address + " *:8080/tcp->80"
+	if got := n.ports.rules(); len(got) != 1 || got[0] != want {
+		t.Fatalf("rules after Add = %v, want [%s] before the reply", got, want)
+	}
+	data, err := os.ReadFile(n.env["VPCNET_STATE_DIR"] + "/hostports.json")
+	if err != nil || !strings.Contains(string(data), add.Address) {
+		t.Fatalf("hostport file = %q, %v; want it to hold %s", data, err, add.Address)
+	}
+	// Adds without hostPorts never touch the rules.
+	writes := n.ports.writes
+	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c2"), PodNamespace: "default", PodName: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	if n.ports.writes != writes {
+		t.Errorf("an Add without hostPorts rewrote the rules")
+	}
+	if _, err := c.Del(ctx, &agentapi.DelRequest{Attachment: web("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.ports.rules(); len(got) != 0 {
+		t.Errorf("rules after Del = %v, want none", got)
+	}
+}
+
+func TestAHostPortTakenByAnotherPodFailsTheAddAndReleasesItsAddress(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "first", PortMappings: port8080}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c2"), PodNamespace: "default", PodName: "second", PortMappings: port8080})
+	if err == nil || !strings.Contains(err.Error(), "taken by pod default/first") {
+		t.Fatalf("second Add of hostPort 8080 = %v, want it refused naming default/first", err)
+	}
+	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: web("c2")}); agentapi.CodeOf(err) != agentapi.NotFound {
+		t.Errorf("the refused Add still holds an address (Check = %v)", err)
+	}
+	if got := n.ports.rules(); len(got) != 1 {
+		t.Errorf("rules = %v, want only the first pod's", got)
+	}
+}
+
+func TestHostPortRulesThatCannotBeWrittenFailTheAddAndLeaveNothing(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	n.ports.failWith(errors.New("nftables: operation not permitted"))
+	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080})
+	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+		t.Fatalf("Add = %v, want the rule writer's error", err)
+	}
+	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: web("c1")}); agentapi.CodeOf(err) != agentapi.NotFound {
+		t.Errorf("the failed Add still holds an address (Check = %v)", err)
+	}
+	n.ports.failWith(nil)
+	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080}); err != nil {
+		t.Fatalf("the runtime's retry = %v", err)
+	}
+}
+
+func TestARestartWritesTheHostPortRulesAgain(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	live, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("live"), PodNamespace: "default", PodName: "live", PortMappings: port8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.host.route(netip.MustParseAddr(live.Address), true)
+	gone, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("gone"), PodNamespace: "default", PodName: "gone",
+		PortMappings: []agentapi.PortMapping{{HostPort: 9090, ContainerPort: 90, Protocol: "udp"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.host.route(netip.MustParseAddr(gone.Address), true)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// While the agent was down the node rebooted its rules away.
+	n.ports = &fakePorts{}
+	a = n.start(t)
+	a.waitReady(t)
+	if got := n.ports.rules(); len(got) != 2 {
+		t.Fatalf("rules after the restart = %v, want both pods' from the agent's file", got)
+	}
+	if _, err := c.Del(ctx, &agentapi.DelRequest{Attachment: web("gone")}); err != nil {
+		t.Fatal(err)
+	}
+	want := live.Address + " *:8080/tcp->80"
+	if got := n.ports.rules(); len(got) != 1 || got[0] != want {
+		t.Errorf("rules after the DEL = %v, want [%s]", got, want)
+	}
+}
+
+func TestAnUnreadableHostPortFileIsSetAsideAndTheAgentStarts(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	path := n.env["VPCNET_STATE_DIR"] + "/hostports.json"
+	if err := os.WriteFile(path, []byte(`{"version":1,"entries":[{"key":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := n.start(t)
+	a.waitReady(t)
+	if _, err := os.Stat(path + ".unreadable"); err != nil {
+		t.Errorf("the truncated file was not set aside: %v", err)
+	}
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	if _, err := c.Add(context.Background(), &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidPortMappingsAreRefusedBeforeAnAddressIsTaken(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web",
+		PortMappings: []agentapi.PortMapping{{HostPort: 0, ContainerPort: 80}}})
+	if agentapi.CodeOf(err) != agentapi.InvalidArgument || !strings.Contains(err.Error(), "hostPort 0") {
+		t.Fatalf("Add with hostPort 0 = %v, want InvalidArgument naming it", err)
+	}
+	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: web("c1")}); agentapi.CodeOf(err) != agentapi.NotFound {
+		t.Errorf("a refused Add holds an address (Check = %v)", err)
+	}
+}

@@ -1,0 +1,134 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/vpcnet/vpcnet/hostport"
+)
+
+// HostPortTable is the nftables table (family ip) of the pods' hostPorts,
+// apart from TableName so that either is rewritten without the other.
+const HostPortTable = "vpcnet-hostport"
+
+// ipsDstNAT is the conntrack status bit of a connection whose destination
+// was rewritten (IPS_DST_NAT).
+const ipsDstNAT = 1 << 5
+
+// SetHostPorts makes the node's hostPort rules exactly entries, in one
+// transaction; none removes the table. A packet to one of the node's own
+// addresses (from outside, or from the node itself) on a mapped port is
+// sent to the pod, and a pod that reaches its own hostPort gets its
+// answers back (hairpin), as the reference portmap plugin does with
+// "snat": true. Replies to connections that came in on the primary
+// interface leave by it: the host rules mark them (see hostRules).
+func (d *Dataplane) SetHostPorts(ctx context.Context, entries []hostport.Entry) error {
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	nft, err := s.nftables()
+	if err != nil {
+		return err
+	}
+	changed, err := reconcileNamedTable(nft, nftables.TableFamilyIPv4, HostPortTable, hostPortChains(entries))
+	if err != nil {
+		return err
+	}
+	if changed {
+		d.log.Info("hostPort rules written", "table", "ip "+HostPortTable, "pods", len(entries))
+	}
+	return nil
+}
+
+func hostPortChains(entries []hostport.Entry) []chainSpec {
+	if len(entries) == 0 {
+		return nil
+	}
+	const chainPorts = "hostports"
+	toLocal := ruleSpec{"to the node's own addresses", concat(daddrLocal(false), jump(chainPorts))}
+	pre := chainSpec{name: "prerouting", hook: nftables.ChainHookPrerouting, priority: *nftables.ChainPriorityNATDest,
+		typ: nftables.ChainTypeNAT, rules: []ruleSpec{toLocal}}
+	out := chainSpec{name: "output", hook: nftables.ChainHookOutput, priority: *nftables.ChainPriorityNATDest,
+		typ: nftables.ChainTypeNAT, rules: []ruleSpec{toLocal}}
+	post := chainSpec{name: "postrouting", hook: nftables.ChainHookPostrouting, priority: *nftables.ChainPriorityNATSource,
+		typ: nftables.ChainTypeNAT}
+	ports := chainSpec{name: chainPorts}
+	for _, e := range entries {
+		for _, m := range e.Mappings {
+			var match []expr.Any
+			if m.HostIP.IsValid() {
+				match = daddrIn(netipHost(m.HostIP))
+			}
+			ports.rules = append(ports.rules, ruleSpec{
+				comment: fmt.Sprintf("%s of pod %s", m, e.Pod),
+				exprs:   concat(match, l4proto(m.Protocol), dport(m.HostPort), dnatTo(e.Addr.As4(), m.ContainerPort)),
+			})
+		}
+		post.rules = append(post.rules, ruleSpec{
+			comment: fmt.Sprintf("pod %s reaching its own hostPort", e.Pod),
+			exprs:   concat(saddrIs(e.Addr.As4()), daddrIn(netipHost(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
+		})
+	}
+	return []chainSpec{pre, out, ports, post}
+}
+
+// l4proto matches the transport protocol (`meta l4proto tcp`).
+func l4proto(p hostport.Protocol) []expr.Any {
+	n := map[hostport.Protocol]byte{hostport.TCP: unix.IPPROTO_TCP, hostport.UDP: unix.IPPROTO_UDP, hostport.SCTP: unix.IPPROTO_SCTP}[p]
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{n}},
+	}
+}
+
+// dport matches the transport destination port (`th dport port`); TCP,
+// UDP and SCTP all carry it at offset 2.
+func dport(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
+
+// dnatTo rewrites the destination (`dnat ip to addr:port`).
+func dnatTo(addr [4]byte, port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: addr[:]},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.NAT{
+			Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4,
+			// As the kernel reports a single address and port.
+			RegAddrMin: 1, RegAddrMax: 1, RegProtoMin: 2, RegProtoMax: 2, Specified: true,
+		},
+	}
+}
+
+// saddrIs matches one IPv4 source (`ip saddr addr`).
+func saddrIs(addr [4]byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr[:]},
+	}
+}
+
+// ctStatusHas matches connections with status bits set (`ct status dnat`).
+func ctStatusHas(bits uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+func masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }
+
+func netipHost(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
