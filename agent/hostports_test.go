@@ -3,14 +3,20 @@ package agent
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/hostport"
+	"github.com/vpcnet/vpcnet/internal/testlog"
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // fakePorts records the hostPort rules the agent writes, as the kernel
@@ -20,6 +26,8 @@ type fakePorts struct {
 	entries []hostport.Entry
 	writes  int
 	fail    error
+	// wrote, if set, hears of every write.
+	wrote chan struct{}
 }
 
 func (f *fakePorts) SetHostPorts(_ context.Context, entries []hostport.Entry) error {
@@ -30,6 +38,12 @@ func (f *fakePorts) SetHostPorts(_ context.Context, entries []hostport.Entry) er
 	}
 	f.entries = entries
 	f.writes++
+	if f.wrote != nil {
+		select {
+		case f.wrote <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
@@ -206,5 +220,53 @@ func TestInvalidPortMappingsAreRefusedBeforeAnAddressIsTaken(t *testing.T) {
 	}
 	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: web("c1")}); agentapi.CodeOf(err) != agentapi.NotFound {
 		t.Errorf("a refused Add holds an address (Check = %v)", err)
+	}
+}
+
+// A pod whose DEL never came (the runtime lost it, or the agent was down
+// and its restart reclaimed the address) loses its hostPorts at the next
+// sweep, on the agent's clock.
+func TestHostPortsOfAnAddressThePoolNoLongerHoldsAreSweptAway(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ports := &fakePorts{wrote: make(chan struct{}, 1)}
+	k := newHostPortKeeper(filepath.Join(t.TempDir(), "hostports.json"), ports, testlog.New(t, slog.LevelWarn), clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	live := map[string]bool{"kept": true, "lost": true}
+	sweep := func(es []hostport.Entry) map[ipam.Key]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[ipam.Key]bool{}
+		for _, e := range es {
+			out[e.Key] = live[e.Key.ContainerID]
+		}
+		return out
+	}
+	done := make(chan struct{})
+	go func() { k.run(ctx, sweep); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i, c := range []string{"kept", "lost"} {
+		as := ipam.Assignment{Key: ipam.Key{Network: "aws-cni", ContainerID: c, IfName: "eth0"}, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(20 + i)})}
+		if err := k.put(ctx, as, []hostport.Mapping{{HostPort: uint16(8080 + i), ContainerPort: 80, Protocol: hostport.TCP}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-ports.wrote
+	mu.Lock()
+	live["lost"] = false
+	mu.Unlock()
+	clk.Advance(hostPortSweep - time.Second)
+	if got := ports.rules(); len(got) != 2 {
+		t.Fatalf("rules before the sweep is due = %v, want both", got)
+	}
+	clk.Advance(time.Second)
+	select {
+	case <-ports.wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no sweep a minute after the address went; rules %v", ports.rules())
+	}
+	if got := ports.rules(); len(got) != 1 || got[0] != "10.0.0.20 *:8080/tcp->80" {
+		t.Errorf("the sweep left %v, want only the live pod's", got)
 	}
 }
