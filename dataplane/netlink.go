@@ -26,7 +26,10 @@ type nlHandle struct {
 }
 
 func newNL(target ns.NetNS) (*nlHandle, error) {
-	h, err := netlink.NewHandleAt(netns.NsHandle(int(target.Fd())))
+	// Route sockets only: the default also opens xfrm and netfilter
+	// sockets, each entering the namespace and leaving it again, which a
+	// plugin process pays on every ADD and DEL for nothing.
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(target.Fd())), unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("open rtnetlink in %s: %w", target.Path(), err)
 	}
