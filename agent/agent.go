@@ -55,6 +55,15 @@ type Options struct {
 	// HostPorts writes the pods' hostPort rules. Nil: an Add with
 	// hostPorts fails.
 	HostPorts HostPorts
+	// Veths deletes pods' veth pairs after a Del has answered. Nil: the
+	// plugin deletes them itself, before its DEL returns.
+	Veths Veths
+}
+
+// Veths deletes a pod's veth pair.
+type Veths interface {
+	// DeleteVeth deletes the host veth at index, if it still has name.
+	DeleteVeth(ctx context.Context, name string, index int) error
 }
 
 // Budget is the cluster-wide EC2 budget, asked before a job calls EC2.
@@ -118,6 +127,8 @@ type Agent struct {
 	spender spender
 	// ports are the pods' hostPorts.
 	ports *hostPortKeeper
+	// veths deletes the veths of deleted pods; nil leaves it to the plugin.
+	veths Veths
 
 	mu sync.Mutex // guards below; never held across I/O
 	// replies routes each reply to the request that waits for it.
@@ -184,6 +195,7 @@ func New(o Options) (*Agent, error) {
 		replies:       make(map[uint64]chan nodestate.Reply),
 		kube:          o.Kube,
 		budget:        o.Budget,
+		veths:         o.Veths,
 	}
 	a.loop.a, a.views.a, a.starter.a, a.bridge.a, a.spender.a = a, a, a, a, a
 	a.ports = newHostPortKeeper(o.Config.HostPortPath(), o.HostPorts, o.Logger, o.Clock)

@@ -170,6 +170,8 @@ type node struct {
 	budget Budget
 	// ports records the hostPort rules the agent writes.
 	ports *fakePorts
+	// veths, when set, deletes veths for the agent.
+	veths Veths
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -223,7 +225,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Kube: n.kube, Budget: n.budget, Logger: log, AttachTimeout: 10 * time.Second})
+	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Logger: log, AttachTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
@@ -90,7 +92,26 @@ func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentap
 	if released {
 		out.Address = as.Addr.String()
 	}
+	if s.a.veths != nil && req.HostVeth != "" && req.HostVethIndex > 0 {
+		out.VethDeleting = true
+		go deleteVeth(s.a.veths, s.a.log, req.HostVeth, int(req.HostVethIndex))
+	}
 	return out, nil
+}
+
+// vethDeleteTimeout bounds deleting one pod's veth pair after its DEL.
+const vethDeleteTimeout = 30 * time.Second
+
+// deleteVeth deletes a deleted pod's veth pair after its DEL has
+// answered. Nothing routes to it any more, and the address is in
+// cooldown; a veth this misses goes with the pod's namespace, which the
+// runtime deletes after the DEL.
+func deleteVeth(v Veths, log *slog.Logger, name string, index int) {
+	ctx, cancel := context.WithTimeout(context.Background(), vethDeleteTimeout)
+	defer cancel()
+	if err := v.DeleteVeth(ctx, name, index); err != nil {
+		log.Warn("delete a deleted pod's veth; it goes with the pod's network namespace", "veth", name, "err", err)
+	}
 }
 
 func (s *rpcServer) Check(ctx context.Context, req *agentapi.CheckRequest) (*agentapi.AddReply, error) {

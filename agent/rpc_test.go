@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/ipam"
@@ -108,5 +110,59 @@ func TestThePluginAPIRefusesAttachmentsAndPodsItCouldNotRecord(t *testing.T) {
 	}
 	if v, _ := a.loop.view(context.Background()); len(v.Assignments) != 0 {
 		t.Fatalf("refused requests left %d assignments", len(v.Assignments))
+	}
+}
+
+// vethsFunc is a Veths from a function.
+type vethsFunc func(ctx context.Context, name string, index int) error
+
+func (f vethsFunc) DeleteVeth(ctx context.Context, name string, index int) error {
+	return f(ctx, name, index)
+}
+
+func TestADelThatNamesAVethHasTheAgentDeleteItAfterAnswering(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	deleted := make(chan string, 1)
+	n.veths = vethsFunc(func(_ context.Context, name string, index int) error {
+		deleted <- fmt.Sprintf("%s %d", name, index)
+		return nil
+	})
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	at := &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}
+	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: at, PodNamespace: "default", PodName: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	del, err := c.Del(ctx, &agentapi.DelRequest{Attachment: at, HostVeth: "eni0123456789a", HostVethIndex: 42})
+	if err != nil || !del.Released || !del.VethDeleting {
+		t.Fatalf("Del = %+v, %v; want released, with the veth left to the agent", del, err)
+	}
+	select {
+	case got := <-deleted:
+		if got != "eni0123456789a 42" {
+			t.Errorf("the agent deleted %q, want the veth the DEL named", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent never deleted the veth")
+	}
+	// A DEL naming no veth (the plugin deleted it) asks nothing of it.
+	if del, err := c.Del(ctx, &agentapi.DelRequest{Attachment: at}); err != nil || del.VethDeleting {
+		t.Errorf("Del without a veth = %+v, %v", del, err)
+	}
+}
+
+func TestAnAgentWithoutAVethDeleterLeavesTheVethToThePlugin(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	del, err := c.Del(context.Background(), &agentapi.DelRequest{
+		Attachment: &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}, HostVeth: "eni0123456789a", HostVethIndex: 42})
+	if err != nil || del.VethDeleting {
+		t.Errorf("Del = %+v, %v; want the veth left to the plugin", del, err)
 	}
 }

@@ -73,12 +73,20 @@ type AddReply struct {
 // DelRequest asks to release an attachment's address.
 type DelRequest struct {
 	Attachment *Attachment `json:"attachment,omitempty"`
+	// HostVeth and HostVethIndex name the pod's host veth when the plugin
+	// has already removed everything that routes to the pod, and leaves
+	// deleting the pair (which waits on the kernel) to the agent.
+	HostVeth      string `json:"host_veth,omitempty"`
+	HostVethIndex int32  `json:"host_veth_index,omitempty"`
 }
 
 // DelReply says what was released.
 type DelReply struct {
 	Address  string `json:"address,omitempty"` // empty when nothing was held
 	Released bool   `json:"released,omitempty"`
+	// VethDeleting: the agent deletes the veth the request named, after
+	// this reply. Without it (an agent that cannot) the plugin deletes it.
+	VethDeleting bool `json:"veth_deleting,omitempty"`
 }
 
 // CheckRequest asks for an attachment's assignment.

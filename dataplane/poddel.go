@@ -157,3 +157,66 @@ func deletePodRules(nl *nlHandle, addr netip.Addr) error {
 			(r.priority == FromPodPriority && r.src == host(addr) && !r.dst.IsValid())
 	})
 }
+
+// UnroutePod removes what points the node at a pod's address, the host
+// route over its veth and rules 512 and 1536, and leaves the veth pair
+// for DeleteVeth: deleting a veth waits on the kernel (about 20 ms, an
+// RCU grace period), which a DEL need not wait for once nothing routes to
+// it. It returns the host veth's index, or 0 when the veth does not route
+// to addr (gone, or the address is another pod's now): then nothing was
+// changed, and DelPod is what the caller needs.
+func (d *Dataplane) UnroutePod(ctx context.Context, cfg PodConfig) (int, error) {
+	if err := validIfName(cfg.HostVethName); err != nil {
+		return 0, fmt.Errorf("pod config: host veth: %w", err)
+	}
+	if !cfg.Addr.IsValid() {
+		return 0, nil
+	}
+	s, err := d.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.close()
+	l, err := s.nl.linkByName(cfg.HostVethName)
+	if err != nil || l == nil {
+		return 0, err
+	}
+	routed, err := routedVia(s.nl, l.Attrs().Index)
+	if err != nil || !slices.Contains(routed, cfg.Addr) {
+		return 0, err
+	}
+	r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: ipNet(host(cfg.Addr)), Table: mainTable, Scope: netlink.SCOPE_LINK}
+	if err := s.nl.routeDel(r); err != nil && !isNotExist(err) {
+		return 0, fmt.Errorf("delete route to %s via %s: %w", cfg.Addr, cfg.HostVethName, err)
+	}
+	if err := deletePodRules(s.nl, cfg.Addr); err != nil {
+		return 0, err
+	}
+	d.log.Info("pod unrouted", "veth", cfg.HostVethName, "addr", cfg.Addr)
+	return l.Attrs().Index, nil
+}
+
+// DeleteVeth deletes the host veth at index, and with it the pod's end,
+// if it is still the veth of that name: by the time it runs, a new
+// sandbox of the same pod may have made a veth of the same name.
+func (d *Dataplane) DeleteVeth(ctx context.Context, name string, index int) error {
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	l, err := s.nl.h.LinkByIndex(index)
+	if err != nil {
+		if isNotExist(err) {
+			return nil
+		}
+		return fmt.Errorf("find veth %s (index %d): %w", name, index, err)
+	}
+	if _, ok := l.(*netlink.Veth); !ok || l.Attrs().Name != name {
+		return nil
+	}
+	if err := s.nl.linkDel(l); err != nil && !isNotExist(err) {
+		return fmt.Errorf("delete veth %s: %w", name, err)
+	}
+	return nil
+}

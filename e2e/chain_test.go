@@ -70,7 +70,7 @@ func TestHostPortsAndChainedBandwidthWork(t *testing.T) {
 	if rules := nftTable(t, a, "vpcnet-hostport"); rules != "" {
 		t.Errorf("hostPort rules left after DEL:\n%s", rules)
 	}
-	if left := podState(t, a); len(left) > 0 {
+	if left := leftAfterDel(t, a); len(left) > 0 {
 		t.Errorf("left after DEL: %v", left)
 	}
 }

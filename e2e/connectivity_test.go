@@ -103,7 +103,7 @@ func TestPodsReachEachOtherAcrossNodesThroughTheVPC(t *testing.T) {
 			}
 		}
 		for _, n := range c.Nodes {
-			if left := podState(t, n); len(left) > 0 {
+			if left := leftAfterDel(t, n); len(left) > 0 {
 				t.Errorf("%s still has %v", n.ID, left)
 			}
 			holders, err := n.Holders(ctx)

@@ -3,8 +3,10 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -47,6 +49,22 @@ func podState(t *testing.T, n *simcluster.Node) []string {
 		}
 	}
 	return out
+}
+
+// leftAfterDel is podState once a DEL has returned: the routes and rules
+// must be gone at once, while vpcnetd deletes the veth pair just after
+// answering, so veths are given a few seconds to go.
+func leftAfterDel(t *testing.T, n *simcluster.Node) []string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := podState(t, n)
+		onlyVeths := !slices.ContainsFunc(left, func(s string) bool { return !strings.HasPrefix(s, "veth ") })
+		if len(left) == 0 || !onlyVeths || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond) // polling the kernel's state, not synchronising
+	}
 }
 
 // delFromRule removes the pod's "from POD lookup TABLE" rules and returns

@@ -155,7 +155,7 @@ func (b *bench) delBreakdown(res *Result, v, r *cycles, phases pluginLog, agent 
 	add("  plugin process, fork to exit", med(exec))
 	add("    process start and exit (exec, Go runtime and package init, exit)", med(proc))
 	add("    config, log file", med(pre))
-	add("    netlink: delete the veth pair, routes, rules (first, so the address is free of them)", med(unwire))
+	add("    netlink: the route and rules to the pod (first, so the address is free of them; vpcnetd deletes the veth pair after answering)", med(unwire))
 	add("    Del RPC to vpcnetd, as the plugin sees it", med(rpc))
 	add("      agent handler, with its checkpoint write (mean, vpcnet_rpc_duration_seconds)", handler)
 	rt := med(r.del)

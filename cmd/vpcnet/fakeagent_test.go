@@ -34,6 +34,10 @@ type fakeAgent struct {
 	editReply func(*agentapi.AddReply)
 	// ports are the port mappings of each Add, by attachment key.
 	ports map[string][]agentapi.PortMapping
+	// deletesVeths answers Dels that name a veth with VethDeleting, as
+	// vpcnetd does; vethDels records them as "name index".
+	deletesVeths bool
+	vethDels     []string
 }
 
 // lease is an address and the table of its ENI.
@@ -139,13 +143,19 @@ func (a *fakeAgent) Del(_ context.Context, req *agentapi.DelRequest) (*agentapi.
 	defer a.mu.Unlock()
 	k := key(req.Attachment)
 	a.dels = append(a.dels, k)
+	out := &agentapi.DelReply{}
+	if a.deletesVeths && req.HostVeth != "" {
+		out.VethDeleting = true
+		a.vethDels = append(a.vethDels, fmt.Sprintf("%s %d", req.HostVeth, req.HostVethIndex))
+	}
 	l, ok := a.held[k]
 	if !ok {
-		return &agentapi.DelReply{}, nil
+		return out, nil
 	}
 	delete(a.held, k)
 	a.free = append(a.free, l)
-	return &agentapi.DelReply{Address: l.addr, Released: true}, nil
+	out.Address, out.Released = l.addr, true
+	return out, nil
 }
 
 func (a *fakeAgent) Check(_ context.Context, req *agentapi.CheckRequest) (*agentapi.AddReply, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -119,11 +120,54 @@ func TestDelUnwiresThePodBeforeTheAgentHasItsAddressBack(t *testing.T) {
 	if dels != 1 {
 		t.Fatalf("the agent got %d Dels, want 1", dels)
 	}
-	if len(atDel) != 0 {
-		t.Errorf("when the agent was asked to release the address the node still had:\n  %s", strings.Join(atDel, "\n  "))
+	// The veth pair may outlive the release (the agent or, as here, the
+	// plugin deletes it after): nothing routes to it any more.
+	var routing []string
+	for _, l := range atDel {
+		if !strings.HasPrefix(l, "link ") {
+			routing = append(routing, l)
+		}
 	}
+	if len(routing) != 0 {
+		t.Errorf("when the agent was asked to release the address the node still had:\n  %s", strings.Join(routing, "\n  "))
+	}
+	h.wantNodeState()
 	if held := h.agent.holds(); len(held) != 0 {
 		t.Errorf("agent still holds %v", held)
+	}
+}
+
+// A DEL does not wait for the kernel to delete the veth pair (about 20 ms)
+// when the agent says it will: it returns once nothing routes to the pod.
+func TestDelLeavesTheVethToAnAgentThatDeletesIt(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	h.agent.mu.Lock()
+	h.agent.deletesVeths = true
+	h.agent.mu.Unlock()
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	var index int
+	netnstest.Do(t, h.node, func() error {
+		l, err := netlink.LinkByName(p.veth)
+		if err == nil {
+			index = l.Attrs().Index
+		}
+		return err
+	})
+	if err := h.del(list, p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	h.agent.mu.Lock()
+	asked := slices.Clone(h.agent.vethDels)
+	h.agent.mu.Unlock()
+	if want := fmt.Sprintf("%s %d", p.veth, index); len(asked) != 1 || asked[0] != want {
+		t.Fatalf("the agent was asked to delete %v, want [%s]", asked, want)
+	}
+	if st := h.nodeState(); len(st) != 1 || st[0] != "link "+p.veth {
+		t.Errorf("after DEL the node has %v, want only the veth the agent deletes", st)
 	}
 }
 

@@ -71,7 +71,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, HostPorts: dp, Kube: k, Budget: budget, Logger: log, Registerer: reg, Gatherer: reg})
+	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, HostPorts: dp, Veths: dp, Kube: k, Budget: budget, Logger: log, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		return err
 	}
