@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 type HostPorts interface {
 	// SetHostPorts makes the rules exactly entries, in one transaction.
 	SetHostPorts(ctx context.Context, entries []hostport.Entry) error
+	// ForgetUDPFlows drops conntrack's UDP flows to newly mapped ports,
+	// which would otherwise keep bypassing the new rules.
+	ForgetUDPFlows(ctx context.Context, ports []uint16) error
 }
 
 // hostPortSweep is how often the hostPorts of addresses the pool no
@@ -171,7 +175,32 @@ func (k *hostPortKeeper) apply(ctx context.Context, r hostPortReq) error {
 	}
 	k.set = next
 	k.publishKeys()
+	if ports := newUDPPorts(before, next); len(ports) > 0 {
+		// As portmap: a failure here is worth a line, not the pod.
+		if err := k.w.ForgetUDPFlows(ctx, ports); err != nil {
+			k.log.Warn("hostPorts: stale UDP flows kept; their clients may not reach the new pod until they time out", "ports", ports, "err", err)
+		}
+	}
 	return nil
+}
+
+// newUDPPorts are the UDP host ports next maps that before did not.
+func newUDPPorts(before, next hostport.Set) []uint16 {
+	had := map[hostport.Mapping]bool{}
+	for _, e := range before.Entries() {
+		for _, m := range e.Mappings {
+			had[m] = true
+		}
+	}
+	var out []uint16
+	for _, e := range next.Entries() {
+		for _, m := range e.Mappings {
+			if m.Protocol == hostport.UDP && !had[m] && !slices.Contains(out, m.HostPort) {
+				out = append(out, m.HostPort)
+			}
+		}
+	}
+	return out
 }
 
 func (k *hostPortKeeper) write(ctx context.Context, s hostport.Set) error {

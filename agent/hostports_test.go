@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,15 @@ type fakePorts struct {
 	fail    error
 	// wrote, if set, hears of every write.
 	wrote chan struct{}
+	// forgot are the UDP ports whose flows the agent asked to forget.
+	forgot []uint16
+}
+
+func (f *fakePorts) ForgetUDPFlows(_ context.Context, ports []uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgot = append(f.forgot, ports...)
+	return nil
 }
 
 func (f *fakePorts) SetHostPorts(_ context.Context, entries []hostport.Entry) error {
@@ -105,6 +115,28 @@ func TestAPodsHostPortsAreMappedWithItsAddressAndGoWithIt(t *testing.T) {
 	}
 	if got := n.ports.rules(); len(got) != 0 {
 		t.Errorf("rules after Del = %v, want none", got)
+	}
+}
+
+// As portmap does: a UDP client that sent to the port before the pod's
+// rules existed has a flow conntrack would keep sending past them.
+func TestANewUDPHostPortForgetsTheFlowsToIt(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	dns := []agentapi.PortMapping{{HostPort: 53, ContainerPort: 5353, Protocol: "udp"}, {HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}}
+	for range 2 { // the repeated ADD maps nothing new
+		if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "dns", PortMappings: dns}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.ports.mu.Lock()
+	defer n.ports.mu.Unlock()
+	if !slices.Equal(n.ports.forgot, []uint16{53}) {
+		t.Errorf("UDP flows forgotten for ports %v, want [53] once", n.ports.forgot)
 	}
 }
 

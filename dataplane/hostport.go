@@ -75,6 +75,9 @@ func hostPortChains(entries []hostport.Entry) []chainSpec {
 		post.rules = append(post.rules, ruleSpec{
 			comment: fmt.Sprintf("pod %s reaching its own hostPort", e.Pod),
 			exprs:   concat(saddrIs(e.Addr.As4()), daddrIn(netipHost(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
+		}, ruleSpec{
+			comment: fmt.Sprintf("the node reaching pod %s by 127.0.0.1:hostPort", e.Pod),
+			exprs:   concat(saddrIs([4]byte{127, 0, 0, 1}), daddrIn(netipHost(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
 		})
 	}
 	return []chainSpec{pre, out, ports, post}
@@ -132,3 +135,36 @@ func ctStatusHas(bits uint32) []expr.Any {
 func masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }
 
 func netipHost(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
+
+// AllowLocalnet lets packets from 127/8 be routed out of a pod's host
+// veth (route_localnet), which 127.0.0.1:hostPort needs once the output
+// chain has sent it to the pod; the postrouting chain then masquerades
+// them, as portmap does with "snat": true.
+func (d *Dataplane) AllowLocalnet(ctx context.Context, hostVeth string) error {
+	if err := validIfName(hostVeth); err != nil {
+		return fmt.Errorf("host veth: %w", err)
+	}
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return s.setSysctl("net.ipv4.conf."+hostVeth+".route_localnet", "1")
+}
+
+// ForgetUDPFlows deletes the node's conntrack entries of UDP flows to
+// ports, as portmap does after adding a mapping: a UDP client that sent
+// to a host port before its rules existed has a flow conntrack keeps
+// un-NATed (or NATed to an old pod), and its packets would never reach
+// the new one.
+func (d *Dataplane) ForgetUDPFlows(ctx context.Context, ports []uint16) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	s, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return forgetUDPFlows(s.ns, ports)
+}

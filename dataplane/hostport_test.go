@@ -37,7 +37,9 @@ const wantHostPortTable = `table ip vpcnet-hostport {
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
 		ip saddr 10.0.0.21 ip daddr 10.0.0.21 ct status dnat masquerade comment "vpcnet: pod default/web reaching its own hostPort"
+		ip saddr 127.0.0.1 ip daddr 10.0.0.21 ct status dnat masquerade comment "vpcnet: the node reaching pod default/web by 127.0.0.1:hostPort"
 		ip saddr 10.0.0.22 ip daddr 10.0.0.22 ct status dnat masquerade comment "vpcnet: pod kube-system/dns reaching its own hostPort"
+		ip saddr 127.0.0.1 ip daddr 10.0.0.22 ct status dnat masquerade comment "vpcnet: the node reaching pod kube-system/dns by 127.0.0.1:hostPort"
 	}
 }`
 

@@ -137,3 +137,27 @@ func isNotExist(err error) bool {
 }
 
 func isExist(err error) bool { return errors.Is(err, syscall.EEXIST) }
+
+// forgetUDPFlows deletes target's conntrack entries of UDP flows to ports.
+func forgetUDPFlows(target ns.NetNS, ports []uint16) error {
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(target.Fd())), unix.NETLINK_NETFILTER)
+	if err != nil {
+		return fmt.Errorf("open conntrack netlink in %s: %w", target.Path(), err)
+	}
+	defer h.Close()
+	filters := make([]netlink.CustomConntrackFilter, 0, len(ports))
+	for _, p := range ports {
+		f := &netlink.ConntrackFilter{}
+		if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
+			return err
+		}
+		if err := f.AddPort(netlink.ConntrackOrigDstPort, p); err != nil {
+			return err
+		}
+		filters = append(filters, f)
+	}
+	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filters...); err != nil {
+		return fmt.Errorf("delete UDP conntrack entries of ports %v: %w", ports, err)
+	}
+	return nil
+}

@@ -50,8 +50,10 @@ func TestHostPortsAndChainedBandwidthWork(t *testing.T) {
 	if got, err := fetch(ctx, b.NetNS, hostPort); err != nil || !strings.Contains(got, "hello from the pod") {
 		t.Errorf("hostPort %s from %s: %q, %v", hostPort, b.ID, got, err)
 	}
-	if got, err := fetch(ctx, a.NetNS, hostPort); err != nil || !strings.Contains(got, "hello from the pod") {
-		t.Errorf("hostPort %s from its own node: %q, %v", hostPort, got, err)
+	for _, at := range []string{hostPort, "127.0.0.1:8080"} {
+		if got, err := fetch(ctx, a.NetNS, at); err != nil || !strings.Contains(got, "hello from the pod") {
+			t.Errorf("hostPort %s from its own node: %q, %v", at, got, err)
+		}
 	}
 	veth := dataplane.HostVethName("eni", p.Namespace, p.Name)
 	if n := qdiscs(t, a, veth); n == 0 {

@@ -106,6 +106,11 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInternal, "wire pod: "+err.Error(), "")
 	}
 	wired = &cfg
+	if len(ports) > 0 {
+		if err := dp.AllowLocalnet(dctx, cfg.HostVethName); err != nil {
+			return types.NewError(types.ErrInternal, "hostPort from 127.0.0.1: "+err.Error(), "")
+		}
+	}
 	// The phase times let an operator (and the benchmark driver) see
 	// whether a slow ADD waited on the agent or on the kernel; prewire ran
 	// alongside rpc, so it is not part of took's sum.
