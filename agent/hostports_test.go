@@ -76,6 +76,17 @@ func (f *fakePorts) failWith(err error) {
 	f.fail = err
 }
 
+// servingNode starts one node's agent, whose veths (when set) delete
+// veths for it, and returns a client of its plugin socket.
+func servingNode(t *testing.T, veths Veths) (*node, *running, *agentapi.Client) {
+	t.Helper()
+	n := newWorld(t).node("i-node1", nil)
+	n.veths = veths
+	a := n.start(t)
+	a.waitReady(t)
+	return n, a, &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+}
+
 func web(container string) *agentapi.Attachment {
 	return &agentapi.Attachment{Network: "aws-cni", ContainerId: container, IfName: "eth0"}
 }
@@ -83,11 +94,7 @@ func web(container string) *agentapi.Attachment {
 var port8080 = []agentapi.PortMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}}
 
 func TestAPodsHostPortsAreMappedWithItsAddressAndGoWithIt(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	n, _, c := servingNode(t, nil)
 	ctx := context.Background()
 
 	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080})
@@ -121,11 +128,7 @@ func TestAPodsHostPortsAreMappedWithItsAddressAndGoWithIt(t *testing.T) {
 // As portmap does: a UDP client that sent to the port before the pod's
 // rules existed has a flow conntrack would keep sending past them.
 func TestANewUDPHostPortForgetsTheFlowsToIt(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	n, _, c := servingNode(t, nil)
 	ctx := context.Background()
 	dns := []agentapi.PortMapping{{HostPort: 53, ContainerPort: 5353, Protocol: "udp"}, {HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}}
 	for range 2 { // the repeated ADD maps nothing new
@@ -141,11 +144,7 @@ func TestANewUDPHostPortForgetsTheFlowsToIt(t *testing.T) {
 }
 
 func TestAHostPortTakenByAnotherPodFailsTheAddAndReleasesItsAddress(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	n, _, c := servingNode(t, nil)
 	ctx := context.Background()
 	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "first", PortMappings: port8080}); err != nil {
 		t.Fatal(err)
@@ -163,11 +162,7 @@ func TestAHostPortTakenByAnotherPodFailsTheAddAndReleasesItsAddress(t *testing.T
 }
 
 func TestHostPortRulesThatCannotBeWrittenFailTheAddAndLeaveNothing(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	n, _, c := servingNode(t, nil)
 	ctx := context.Background()
 	n.ports.failWith(errors.New("nftables: operation not permitted"))
 	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080})
@@ -184,11 +179,7 @@ func TestHostPortRulesThatCannotBeWrittenFailTheAddAndLeaveNothing(t *testing.T)
 }
 
 func TestARestartWritesTheHostPortRulesAgain(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	n, a, c := servingNode(t, nil)
 	ctx := context.Background()
 	live, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("live"), PodNamespace: "default", PodName: "live", PortMappings: port8080})
 	if err != nil {
@@ -239,11 +230,7 @@ func TestAnUnreadableHostPortFileIsSetAsideAndTheAgentStarts(t *testing.T) {
 }
 
 func TestInvalidPortMappingsAreRefusedBeforeAnAddressIsTaken(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	_, _, c := servingNode(t, nil)
 	ctx := context.Background()
 	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web",
 		PortMappings: []agentapi.PortMapping{{HostPort: 0, ContainerPort: 80}}})

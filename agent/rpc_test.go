@@ -121,16 +121,11 @@ func (f vethsFunc) DeleteVeth(ctx context.Context, name string, index int) error
 }
 
 func TestADelThatNamesAVethHasTheAgentDeleteItAfterAnswering(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
 	deleted := make(chan string, 1)
-	n.veths = vethsFunc(func(_ context.Context, name string, index int) error {
+	_, _, c := servingNode(t, vethsFunc(func(_ context.Context, name string, index int) error {
 		deleted <- fmt.Sprintf("%s %d", name, index)
 		return nil
-	})
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	}))
 	ctx := context.Background()
 	at := &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}
 	if _, err := c.Add(ctx, &agentapi.AddRequest{Attachment: at, PodNamespace: "default", PodName: "web"}); err != nil {
@@ -155,11 +150,7 @@ func TestADelThatNamesAVethHasTheAgentDeleteItAfterAnswering(t *testing.T) {
 }
 
 func TestAnAgentWithoutAVethDeleterLeavesTheVethToThePlugin(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", nil)
-	a := n.start(t)
-	a.waitReady(t)
-	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	_, _, c := servingNode(t, nil)
 	del, err := c.Del(context.Background(), &agentapi.DelRequest{
 		Attachment: &agentapi.Attachment{Network: "aws-cni", ContainerId: "abc", IfName: "eth0"}, HostVeth: "eni0123456789a", HostVethIndex: 42})
 	if err != nil || del.VethDeleting {
