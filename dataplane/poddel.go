@@ -166,11 +166,11 @@ func deletePodRules(nl *nlHandle, addr netip.Addr) error {
 // to addr (gone, or the address is another pod's now): then nothing was
 // changed, and DelPod is what the caller needs.
 func (d *Dataplane) UnroutePod(ctx context.Context, cfg PodConfig) (int, error) {
+	if cfg.HostVethName == "" || !cfg.Addr.IsValid() {
+		return 0, nil // DelPod finds what it can without them
+	}
 	if err := validIfName(cfg.HostVethName); err != nil {
 		return 0, fmt.Errorf("pod config: host veth: %w", err)
-	}
-	if !cfg.Addr.IsValid() {
-		return 0, nil
 	}
 	s, err := d.open(ctx)
 	if err != nil {

@@ -171,6 +171,26 @@ func TestDelLeavesTheVethToAnAgentThatDeletesIt(t *testing.T) {
 	}
 }
 
+// DEL does not require the pod's names (ADD does): without them there is
+// no host veth name, and the pod is unwired from its namespace and
+// address.
+func TestDelWithoutThePodsNamesStillUnwiresThePod(t *testing.T) {
+	h := newHarness(t, podOnENI1)
+	list := h.conflist("1.1.0", nil)
+	p := h.newPod("web")
+	if _, err := h.add(list, p); err != nil {
+		t.Fatal(err)
+	}
+	p.rt.Args = nil
+	if err := h.del(list, p); err != nil {
+		t.Fatalf("DEL without K8S_POD_NAME: %v", err)
+	}
+	h.wantNodeState()
+	if held := h.agent.holds(); len(held) != 0 {
+		t.Errorf("agent still holds %v", held)
+	}
+}
+
 func TestDelSucceedsWhenTheNamespaceIsGone(t *testing.T) {
 	h := newHarness(t, podOnENI1)
 	list := h.conflist("1.1.0", nil)
