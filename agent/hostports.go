@@ -137,11 +137,7 @@ func (k *hostPortKeeper) run(ctx context.Context, sweep func([]hostport.Entry) m
 // A change that cannot be written is undone, so the set is always what
 // the file and the rules say.
 func (k *hostPortKeeper) apply(ctx context.Context, r hostPortReq) error {
-	before := k.set
-	next := hostport.Set{}
-	for _, e := range before.Entries() {
-		_ = next.Put(e) // entries of a valid set never clash
-	}
+	before, next := k.set, k.set.Clone()
 	switch {
 	case r.put != nil:
 		if err := next.Put(*r.put); err != nil {
@@ -158,7 +154,7 @@ func (k *hostPortKeeper) apply(ctx context.Context, r hostPortReq) error {
 	default:
 		next.Drop(r.drop)
 	}
-	if sameSet(before, next) && !r.rewrite {
+	if before.Equal(next) && !r.rewrite {
 		return nil
 	}
 	if k.w == nil {
@@ -215,12 +211,6 @@ func (k *hostPortKeeper) write(ctx context.Context, s hostport.Set) error {
 		return fmt.Errorf("write hostPort rules: %w", err)
 	}
 	return nil
-}
-
-func sameSet(a, b hostport.Set) bool {
-	x, err1 := a.Encode()
-	y, err2 := b.Encode()
-	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 // do hands r to run and waits for its answer.
@@ -286,7 +276,7 @@ func liveHostPorts(ctx context.Context, a *Agent) func([]hostport.Entry) map[ipa
 
 // mappingsOf turns the plugin's checked mappings back into hostport's.
 func mappingsOf(in []agentapi.PortMapping) ([]hostport.Mapping, error) {
-	out := make([]hostport.Mapping, 0, len(in))
+	var out []hostport.Mapping // nil for the many Adds without hostPorts
 	for i, p := range in {
 		m, skip, err := hostport.Parse(int(p.HostPort), int(p.ContainerPort), p.Protocol, p.HostIp)
 		if err != nil {

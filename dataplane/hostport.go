@@ -3,12 +3,9 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"golang.org/x/sys/unix"
 
 	"github.com/vpcnet/vpcnet/hostport"
 )
@@ -65,7 +62,7 @@ func hostPortChains(entries []hostport.Entry) []chainSpec {
 		for _, m := range e.Mappings {
 			var match []expr.Any
 			if m.HostIP.IsValid() {
-				match = daddrIn(netipHost(m.HostIP))
+				match = daddrIn(host(m.HostIP))
 			}
 			ports.rules = append(ports.rules, ruleSpec{
 				comment: fmt.Sprintf("%s of pod %s", m, e.Pod),
@@ -74,67 +71,14 @@ func hostPortChains(entries []hostport.Entry) []chainSpec {
 		}
 		post.rules = append(post.rules, ruleSpec{
 			comment: fmt.Sprintf("pod %s reaching its own hostPort", e.Pod),
-			exprs:   concat(saddrIs(e.Addr.As4()), daddrIn(netipHost(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
+			exprs:   concat(saddrIs(e.Addr.As4()), daddrIn(host(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
 		}, ruleSpec{
 			comment: fmt.Sprintf("the node reaching pod %s by 127.0.0.1:hostPort", e.Pod),
-			exprs:   concat(saddrIs([4]byte{127, 0, 0, 1}), daddrIn(netipHost(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
+			exprs:   concat(saddrIs([4]byte{127, 0, 0, 1}), daddrIn(host(e.Addr)), ctStatusHas(ipsDstNAT), masquerade()),
 		})
 	}
 	return []chainSpec{pre, out, ports, post}
 }
-
-// l4proto matches the transport protocol (`meta l4proto tcp`).
-func l4proto(p hostport.Protocol) []expr.Any {
-	n := map[hostport.Protocol]byte{hostport.TCP: unix.IPPROTO_TCP, hostport.UDP: unix.IPPROTO_UDP, hostport.SCTP: unix.IPPROTO_SCTP}[p]
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{n}},
-	}
-}
-
-// dport matches the transport destination port (`th dport port`); TCP,
-// UDP and SCTP all carry it at offset 2.
-func dport(port uint16) []expr.Any {
-	return []expr.Any{
-		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
-	}
-}
-
-// dnatTo rewrites the destination (`dnat ip to addr:port`).
-func dnatTo(addr [4]byte, port uint16) []expr.Any {
-	return []expr.Any{
-		&expr.Immediate{Register: 1, Data: addr[:]},
-		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(port)},
-		&expr.NAT{
-			Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4,
-			// As the kernel reports a single address and port.
-			RegAddrMin: 1, RegAddrMax: 1, RegProtoMin: 2, RegProtoMax: 2, Specified: true,
-		},
-	}
-}
-
-// saddrIs matches one IPv4 source (`ip saddr addr`).
-func saddrIs(addr [4]byte) []expr.Any {
-	return []expr.Any{
-		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr[:]},
-	}
-}
-
-// ctStatusHas matches connections with status bits set (`ct status dnat`).
-func ctStatusHas(bits uint32) []expr.Any {
-	return []expr.Any{
-		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: binaryutil.NativeEndian.PutUint32(0)},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
-	}
-}
-
-func masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }
-
-func netipHost(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
 
 // AllowLocalnet lets packets from 127/8 be routed out of a pod's host
 // veth (route_localnet), which 127.0.0.1:hostPort needs once the output

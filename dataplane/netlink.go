@@ -75,6 +75,15 @@ func (n *nlHandle) linkByName(name string) (netlink.Link, error) {
 	return l, err
 }
 
+// linkByIndex returns nil, nil when no link has that index.
+func (n *nlHandle) linkByIndex(index int) (netlink.Link, error) {
+	l, err := dump(fmt.Sprintf("link %d", index), func() (netlink.Link, error) { return n.h.LinkByIndex(index) })
+	if isNotExist(err) {
+		return nil, nil
+	}
+	return l, err
+}
+
 // linkByMAC returns nil, nil when no link has that hardware address.
 func (n *nlHandle) linkByMAC(mac net.HardwareAddr) (netlink.Link, error) {
 	links, err := n.links()

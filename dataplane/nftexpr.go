@@ -6,6 +6,8 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/vpcnet/vpcnet/hostport"
 )
 
 // Expression builders for the few matches and statements the host rules
@@ -180,3 +182,62 @@ func concat(parts ...[]expr.Any) []expr.Any {
 	}
 	return out
 }
+
+// l4proto matches the transport protocol (`meta l4proto tcp`).
+func l4proto(p hostport.Protocol) []expr.Any {
+	var n byte
+	switch p {
+	case hostport.TCP:
+		n = unix.IPPROTO_TCP
+	case hostport.UDP:
+		n = unix.IPPROTO_UDP
+	case hostport.SCTP:
+		n = unix.IPPROTO_SCTP
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{n}},
+	}
+}
+
+// dport matches the transport destination port (`th dport port`); TCP,
+// UDP and SCTP all carry it at offset 2.
+func dport(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
+
+// dnatTo rewrites the destination (`dnat ip to addr:port`).
+func dnatTo(addr [4]byte, port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: addr[:]},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.NAT{
+			Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4,
+			// As the kernel reports a single address and port.
+			RegAddrMin: 1, RegAddrMax: 1, RegProtoMin: 2, RegProtoMax: 2, Specified: true,
+		},
+	}
+}
+
+// saddrIs matches one IPv4 source (`ip saddr addr`).
+func saddrIs(addr [4]byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr[:]},
+	}
+}
+
+// ctStatusHas matches connections with status bits set (`ct status dnat`).
+func ctStatusHas(bits uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+func masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }

@@ -100,24 +100,32 @@ func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
 
 // delHostVeth deletes the host veth if it routes to one of addrs.
 func delHostVeth(nl *nlHandle, name string, addrs []netip.Addr) error {
-	if name == "" {
-		return nil
-	}
-	l, err := nl.linkByName(name)
-	if err != nil || l == nil || len(addrs) == 0 {
+	l, err := vethRoutingTo(nl, name, addrs)
+	if err != nil || l == nil {
 		return err
-	}
-	routed, err := routedVia(nl, l.Attrs().Index)
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return slices.Contains(routed, a) }) {
-		return nil
 	}
 	if err := nl.linkDel(l); err != nil && !isNotExist(err) {
 		return fmt.Errorf("delete host veth %s: %w", name, err)
 	}
 	return nil
+}
+
+// vethRoutingTo is the host veth name if the main table routes one of
+// addrs over it, else nil: a veth of that name that routes none of them
+// is not this pod's (gone, or the address is another pod's now).
+func vethRoutingTo(nl *nlHandle, name string, addrs []netip.Addr) (netlink.Link, error) {
+	if name == "" || len(addrs) == 0 {
+		return nil, nil
+	}
+	l, err := nl.linkByName(name)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	routed, err := routedVia(nl, l.Attrs().Index)
+	if err != nil || !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return slices.Contains(routed, a) }) {
+		return nil, err
+	}
+	return l, nil
 }
 
 // routedVia lists the /32 destinations the main table sends to link index.
@@ -177,12 +185,8 @@ func (d *Dataplane) UnroutePod(ctx context.Context, cfg PodConfig) (int, error) 
 		return 0, err
 	}
 	defer s.close()
-	l, err := s.nl.linkByName(cfg.HostVethName)
+	l, err := vethRoutingTo(s.nl, cfg.HostVethName, []netip.Addr{cfg.Addr})
 	if err != nil || l == nil {
-		return 0, err
-	}
-	routed, err := routedVia(s.nl, l.Attrs().Index)
-	if err != nil || !slices.Contains(routed, cfg.Addr) {
 		return 0, err
 	}
 	r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: ipNet(host(cfg.Addr)), Table: mainTable, Scope: netlink.SCOPE_LINK}
@@ -205,15 +209,12 @@ func (d *Dataplane) DeleteVeth(ctx context.Context, name string, index int) erro
 		return err
 	}
 	defer s.close()
-	l, err := s.nl.h.LinkByIndex(index)
+	l, err := s.nl.linkByIndex(index)
 	if err != nil {
-		if isNotExist(err) {
-			return nil
-		}
 		return fmt.Errorf("find veth %s (index %d): %w", name, index, err)
 	}
 	if _, ok := l.(*netlink.Veth); !ok || l.Attrs().Name != name {
-		return nil
+		return nil // gone, or the index is another link's now
 	}
 	if err := s.nl.linkDel(l); err != nil && !isNotExist(err) {
 		return fmt.Errorf("delete veth %s: %w", name, err)

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -165,6 +166,24 @@ func (s *Set) Entries() []Entry {
 		return strings.Compare(a.Key.String(), b.Key.String())
 	})
 	return out
+}
+
+// Clone is a copy of the set that later changes to either do not touch.
+func (s *Set) Clone() Set {
+	out := Set{entries: make(map[ipam.Key]Entry, len(s.entries))}
+	for k, e := range s.entries {
+		e.Mappings = slices.Clone(e.Mappings)
+		out.entries[k] = e
+	}
+	return out
+}
+
+// Equal reports whether both sets map the same ports of the same
+// attachments to the same addresses.
+func (s *Set) Equal(o Set) bool {
+	return maps.EqualFunc(s.entries, o.entries, func(a, b Entry) bool {
+		return a.Pod == b.Pod && a.Addr == b.Addr && slices.Equal(a.Mappings, b.Mappings)
+	})
 }
 
 // Len is the number of attachments with hostPorts.
