@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo conformance
 
 all: build
 
@@ -137,7 +137,7 @@ demo: build-sim
 # caches it in /var/cache/vpcnet; etcd and runc come from Debian
 # (etcd-server, runc).
 KUBE_BIN      := $(BIN)/kube
-KUBE_PROGRAMS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl containerd containerd-shim-runc-v2 ctr
+KUBE_PROGRAMS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl containerd containerd-shim-runc-v2 ctr coredns
 kube-bins:
 	@mkdir -p $(KUBE_BIN)
 	@for p in $(KUBE_PROGRAMS); do \
@@ -161,6 +161,23 @@ cluster-test: build-image-bins kube-bins
 # and checks connectivity with kubectl, then removes everything.
 cluster-demo: build-image-bins kube-bins
 	hack/cluster-demo.sh
+
+# conformance runs Kubernetes' own e2e tests on a local cluster (package
+# conformance): CONFORMANCE=network (the default) is every sig-network
+# [Conformance] test plus the pod network's other non-disruptive tests and
+# rewrites CONFORMANCE.md; CONFORMANCE=ci is the bounded subset .ci/run
+# runs. e2e.test and agnhost are built from the Go module proxy at the
+# cluster's Kubernetes release (tools/e2e) and cached like the other
+# programs; the e2e images are made of them and of Debian's busybox-static,
+# bind9-dnsutils, curl, netcat-openbsd, iproute2, socat, conntrack and
+# nginx-light, which must be installed (.ci/run installs them). Root.
+CONFORMANCE ?= network
+conformance: build-image-bins kube-bins
+	e2e="$$(hack/kube-build.sh e2e.test)" && agnhost="$$(hack/kube-build.sh agnhost)" && \
+	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_E2E_TEST="$$e2e" VPCNET_AGNHOST="$$agnhost" \
+	CONFORMANCE=$(CONFORMANCE) CONFORMANCE_COMMAND="make conformance$(if $(filter-out network,$(CONFORMANCE)), CONFORMANCE=$(CONFORMANCE))" \
+	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,) \
+	$(GO) test -count=1 -v -timeout 150m -run '^TestConformance$$' ./conformance
 
 clean:
 	rm -rf $(BIN)

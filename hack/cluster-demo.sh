@@ -17,6 +17,10 @@ trap 'echo "+ vpcnetctl sim down"; ctl down' EXIT
 
 run() { echo "+ kubectl $*"; k "$@"; }
 run get nodes -o wide
+# The add-ons as kubeadm and EKS install them: kube-proxy (DaemonSet,
+# nftables mode) and CoreDNS (Deployment behind the kube-dns Service).
+run -n kube-system rollout status daemonset/kube-proxy --timeout=180s
+run -n kube-system rollout status deployment/coredns --timeout=180s
 run -n kube-system get pods -o wide
 # Ten pods of the test image (built from source, imported into each
 # node's containerd: no registry), spread over both nodes.
@@ -45,12 +49,14 @@ run get pods -o wide
 run expose deployment web --port=80 --target-port=8080
 
 # One pod on each node; a client pod on the first node fetches a pod on
-# the second, and the Service's ClusterIP.
+# the second, the Service's ClusterIP, and the Service by its name
+# through cluster DNS (CoreDNS; the pod's resolv.conf searches
+# default.svc.cluster.local).
 node1="$(k get nodes -o jsonpath='{.items[0].metadata.name}')"
 node2="$(k get nodes -o jsonpath='{.items[1].metadata.name}')"
 far="$(k get pods -l app=web --field-selector spec.nodeName="$node2" -o jsonpath='{.items[0].status.podIP}')"
 svc="$(k get service web -o jsonpath='{.spec.clusterIP}')"
-overrides='{"spec":{"nodeName":"'"$node1"'","containers":[{"name":"check","image":"vpcnet.local/testserver:local","imagePullPolicy":"Never","args":["get","http://'"$far"':8080/","http://'"$svc"'/"]}]}}'
+overrides='{"spec":{"nodeName":"'"$node1"'","containers":[{"name":"check","image":"vpcnet.local/testserver:local","imagePullPolicy":"Never","args":["get","http://'"$far"':8080/","http://'"$svc"'/","http://web/"]}]}}'
 run run check --image=vpcnet.local/testserver:local --restart=Never --overrides="$overrides"
 for _ in $(seq 1 120); do
 	phase="$(k get pod check -o jsonpath='{.status.phase}')"

@@ -9,9 +9,14 @@
 #   kubelet kube-proxy kube-controller-manager
 #   kube-scheduler kubectl                                tools/kubernetes
 #   containerd containerd-shim-runc-v2 ctr crictl         tools/containerd
+#   e2e.test agnhost                                      tools/e2e
+#   coredns                                               tools/coredns
 #
-# `hack/kube-build.sh all` builds every one but crictl and prints one path
-# a line. The cache is keyed by the program's module version
+# `hack/kube-build.sh all` builds every one but crictl and the conformance
+# programs (e2e.test and agnhost; `hack/kube-build.sh conformance` builds
+# those) and prints one path a line. e2e.test is `go test -c` of
+# tools/e2e/conformance; its cache key also carries a hash of that
+# package and its go.sum, so a change to the test main rebuilds it. The cache is keyed by the program's module version
 # and the Go version, in $VPCNET_CACHE_DIR, else /var/cache/vpcnet when
 # writable (root, CI), else ${XDG_CACHE_HOME:-~/.cache}/vpcnet; the layout is
 # the one hack/kube-apiserver.sh uses, so both scripts share a cache. Build
@@ -28,14 +33,16 @@ go="${GO:-go}"
 # `all` is what `make kube-bins` links; crictl is built only by name (for
 # poking at a node's CRI by hand: crictl --runtime-endpoint
 # unix://STATE/kube/NODE/root/run_containerd/containerd.sock).
-all=(kube-apiserver kubelet kube-proxy kube-controller-manager kube-scheduler kubectl containerd containerd-shim-runc-v2 ctr)
+all=(kube-apiserver kubelet kube-proxy kube-controller-manager kube-scheduler kubectl containerd containerd-shim-runc-v2 ctr coredns)
+conformance=(e2e.test agnhost)
 
 if [ $# -ne 1 ]; then
-	echo "usage: kube-build.sh PROGRAM|all (programs: ${all[*]} crictl)" >&2
+	echo "usage: kube-build.sh PROGRAM|all|conformance (programs: ${all[*]} ${conformance[*]} crictl)" >&2
 	exit 2
 fi
-if [ "$1" = all ]; then
-	for p in "${all[@]}"; do
+if [ "$1" = all ] || [ "$1" = conformance ]; then
+	if [ "$1" = all ]; then set -- "${all[@]}"; else set -- "${conformance[@]}"; fi
+	for p in "$@"; do
 		"$0" "$p"
 	done
 	exit 0
@@ -43,6 +50,8 @@ fi
 
 name="$1"
 tags=""
+# test: the program is a package's test binary (go test -c).
+test=""
 case "$name" in
 kube-apiserver)
 	exec "$root/hack/kube-apiserver.sh"
@@ -63,8 +72,24 @@ crictl)
 	modpath=sigs.k8s.io/cri-tools
 	pkg=sigs.k8s.io/cri-tools/cmd/crictl
 	;;
+e2e.test)
+	module="$root/tools/e2e"
+	modpath=k8s.io/kubernetes
+	pkg=./conformance
+	test=1
+	;;
+agnhost)
+	module="$root/tools/e2e"
+	modpath=k8s.io/kubernetes
+	pkg=k8s.io/kubernetes/test/images/agnhost
+	;;
+coredns)
+	module="$root/tools/coredns"
+	modpath=github.com/coredns/coredns
+	pkg=github.com/coredns/coredns
+	;;
 *)
-	echo "kube-build.sh: unknown program $name (programs: ${all[*]} crictl)" >&2
+	echo "kube-build.sh: unknown program $name (programs: ${all[*]} ${conformance[*]} crictl)" >&2
 	exit 2
 	;;
 esac
@@ -75,6 +100,11 @@ if [ -z "$version" ]; then
 	exit 1
 fi
 goversion="$(cd "$module" && "$go" env GOVERSION)"
+key="$version"
+if [ -n "$test" ]; then
+	# The test main is ours: its source is part of the key.
+	key="$version-$(cd "$module" && cat go.mod go.sum conformance/*.go | sha256sum | cut -c1-12)"
+fi
 
 cache="${VPCNET_CACHE_DIR:-}"
 if [ -z "$cache" ]; then
@@ -84,7 +114,7 @@ if [ -z "$cache" ]; then
 		cache="${XDG_CACHE_HOME:-$HOME/.cache}/vpcnet"
 	fi
 fi
-dir="$cache/$name-$version/$goversion"
+dir="$cache/$name-$key/$goversion"
 bin="$dir/$name"
 
 if [ -x "$bin" ]; then
@@ -121,6 +151,9 @@ github.com/containerd/containerd/v2)
 sigs.k8s.io/cri-tools)
 	ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$version"
 	;;
+github.com/coredns/coredns)
+	ldflags+=" -X github.com/coredns/coredns/coremain.GitCommit=module-proxy-$version"
+	;;
 esac
 
 echo "kube-build.sh: building $name $version with $goversion into $dir" >&2
@@ -129,8 +162,13 @@ tmp="$(mktemp "$dir/.$name.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
 (
 	cd "$module"
-	CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" "$go" build -trimpath -tags "$tags" -ldflags "$ldflags" \
-		-o "$tmp" "$pkg"
+	if [ -n "$test" ]; then
+		CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" "$go" test -c -trimpath -tags "$tags" -ldflags "$ldflags" \
+			-o "$tmp" "$pkg"
+	else
+		CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" "$go" build -trimpath -tags "$tags" -ldflags "$ldflags" \
+			-o "$tmp" "$pkg"
+	fi
 )
 chmod 0755 "$tmp"
 mv -f "$tmp" "$bin"

@@ -2,7 +2,8 @@
 // a control plane (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler) in the VPC router's namespace, and in each node's
 // namespace, in a private mount namespace and a cgroup of its own,
-// containerd, a kubelet and kube-proxy (nftables mode). Nodes are
+// containerd and a kubelet, with kube-proxy (nftables mode) as a DaemonSet
+// and CoreDNS as a Deployment, as kubeadm and EKS install them. Nodes are
 // identified as on EC2 (Node name = PrivateDnsName, providerID
 // aws:///AZ/INSTANCE, a client certificate for system:node:NAME from the
 // cluster's CA, Node authorizer and NodeRestriction), images are built
@@ -43,6 +44,7 @@ import (
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Scheduler string
 	Kubelet, KubeProxy, Containerd, Shim, Ctr     string
+	CoreDNS                                       string
 	Runc                                          string
 }
 
@@ -55,9 +57,10 @@ func BinariesIn(dir string) (Binaries, error) {
 		Scheduler: filepath.Join(dir, "kube-scheduler"), Kubelet: filepath.Join(dir, "kubelet"),
 		KubeProxy: filepath.Join(dir, "kube-proxy"), Containerd: filepath.Join(dir, "containerd"),
 		Shim: filepath.Join(dir, "containerd-shim-runc-v2"), Ctr: filepath.Join(dir, "ctr"),
+		CoreDNS: filepath.Join(dir, "coredns"),
 	}
 	var errs []error
-	for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.KubeProxy, b.Containerd, b.Shim, b.Ctr} {
+	for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.KubeProxy, b.Containerd, b.Shim, b.Ctr, b.CoreDNS} {
 		if _, err := os.Stat(p); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}
@@ -105,6 +108,9 @@ type Options struct {
 	AgentEnv []string
 	// SkipVpcnet starts the cluster without installing vpcnet.
 	SkipVpcnet bool
+	// E2E, when set, also builds the images Kubernetes' e2e tests run
+	// (E2EImageRefs) and imports them into every node.
+	E2E *E2EImages
 	// ControlPlaneOnly runs etcd and kube-apiserver and no kubelet: the
 	// local cloud's own agents (simcluster's, not the DaemonSet's) use
 	// the API server through VPCKubeconfig, and the caller makes the
@@ -113,6 +119,16 @@ type Options struct {
 	// for the CPU. Only Bins.Etcd and Bins.APIServer are needed.
 	ControlPlaneOnly bool
 	Logger           *slog.Logger
+}
+
+// E2EImages are the e2e tests' images to build: their names (as
+// E2EImageRefs lists them) and what they are built from.
+type E2EImages struct {
+	Refs     []string
+	Programs E2EPrograms
+	// Unbuilt receives the names no recipe builds: a test that runs one
+	// fails with ErrImagePull, and the conformance report says why.
+	Unbuilt []string
 }
 
 // Cluster is a running Kubernetes cluster on the local cloud.
@@ -205,11 +221,21 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.log.Info("building images", "dir", filepath.Join(c.dir, "images"))
-	archives, err := buildImages(ctx, filepath.Join(c.dir, "images"), opts.Sim.BinDir, opts.RepoRoot)
+	archives, err := buildImages(ctx, filepath.Join(c.dir, "images"), opts.Sim.BinDir, opts.RepoRoot, opts.Bins)
 	if err != nil {
 		return nil, err
 	}
-	proxyID, err := ca.Client("system:kube-proxy")
+	imports := []string{archives[PauseImage], archives[TestImage], archives[VpcnetImage], archives[KubeProxyImage], archives[CoreDNSImage]}
+	if opts.E2E != nil {
+		c.log.Info("building the e2e tests' images", "images", len(opts.E2E.Refs))
+		e2e, unbuilt, err := buildE2EImages(filepath.Join(c.dir, "images"), opts.E2E.Refs, opts.E2E.Programs, filepath.Join(c.dir, "images", "bin", "pause"))
+		if err != nil {
+			return nil, err
+		}
+		opts.E2E.Unbuilt = unbuilt
+		imports = append(imports, e2e...)
+	}
+	resolver, err := vpcResolver(opts.Sim.Topology.VPC.CIDRs)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +268,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			ID: in.ID, Name: name, AZ: in.AZ, NetNS: n.NetNS, IP: in.PrivateIP,
 			Dir:      filepath.Join(c.dir, in.ID),
 			Cgroup:   fmt.Sprintf("%s-node%d", base, i),
-			Identity: id, ProxyID: proxyID, CA: ca.PEM(), Bins: opts.Bins,
+			Identity: id, CA: ca.PEM(), Bins: opts.Bins, Resolver: resolver,
 		}
 		if opts.StartupTaint != "" {
 			spec.Taints = []string{opts.StartupTaint + ":NoSchedule"}
@@ -258,13 +284,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, ref := range []string{PauseImage, TestImage, VpcnetImage} {
-			if err := rt.importImage(ctx, archives[ref]); err != nil {
+		for _, archive := range imports {
+			if err := rt.importImage(ctx, archive); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if err := c.waitNodes(ctx, want); err != nil {
+		return nil, err
+	}
+	if err := c.installAddons(ctx); err != nil {
 		return nil, err
 	}
 	if !opts.SkipVpcnet {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vpcnet/vpcnet/introspect"
+	"github.com/vpcnet/vpcnet/simcluster"
 )
 
 // TestDeploymentOnRealKubelets: a Deployment of 12 pods over two real
@@ -26,6 +27,19 @@ func TestDeploymentOnRealKubelets(t *testing.T) {
 	nodes := c.names("i-node1", "i-node2")
 	if err := c.WaitNodesReady(ctx, nodes...); err != nil {
 		t.Fatal(err)
+	}
+	// CoreDNS's pods hold addresses of their own: the Deployment's must
+	// come back to what the nodes held before it.
+	if err := c.WaitAddonsReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	for _, n := range c.Sim.Nodes {
+		st, err := agentStatus(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n.ID] = st.Addresses.Assigned
 	}
 	for id, name := range c.NodeNames {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -165,20 +179,27 @@ func TestDeploymentOnRealKubelets(t *testing.T) {
 	}
 	for _, n := range c.Sim.Nodes {
 		if err := poll(ctx, "addresses of "+n.ID+" returned", func() error {
-			body, err := n.Get(ctx, "/v1/status")
+			st, err := agentStatus(ctx, n)
 			if err != nil {
 				return err
 			}
-			var st introspect.Status
-			if err := json.Unmarshal(body, &st); err != nil {
-				return err
-			}
-			if st.Addresses.Assigned != 0 {
-				return fmt.Errorf("%d addresses still assigned", st.Addresses.Assigned)
+			if st.Addresses.Assigned != before[n.ID] {
+				return fmt.Errorf("%d addresses assigned, %d before the Deployment", st.Addresses.Assigned, before[n.ID])
 			}
 			return nil
 		}); err != nil {
 			t.Error(err)
 		}
 	}
+}
+
+// agentStatus is a node's vpcnetd /v1/status.
+func agentStatus(ctx context.Context, n *simcluster.Node) (introspect.Status, error) {
+	var st introspect.Status
+	body, err := n.Get(ctx, "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	err = json.Unmarshal(body, &st)
+	return st, err
 }

@@ -44,11 +44,12 @@ type ImageSpec struct {
 	User       string
 }
 
-// buildImages writes the three images as docker archives into dir, which
+// buildImages writes the pause, test and vpcnet images and the add-ons'
+// (kube-proxy, CoreDNS) as docker archives into dir, which
 // `ctr images import` reads. binDir holds vpcnet's programs (make
 // build-image-bins); the pause and test programs are built
 // here from this repository.
-func buildImages(ctx context.Context, dir, binDir, repoRoot string) (map[string]string, error) {
+func buildImages(ctx context.Context, dir, binDir, repoRoot string, bins Binaries) (map[string]string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return nil, err
 	}
@@ -72,6 +73,31 @@ func buildImages(ctx context.Context, dir, binDir, repoRoot string) (map[string]
 		{VpcnetImage, VpcnetImageSpec, binDir},
 	} {
 		img, err := staticImage(im.spec, im.from)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", im.ref, err)
+		}
+		tag, err := name.NewTag(im.ref)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, filepath.Base(tag.RepositoryStr())+".tar")
+		if err := tarball.WriteToFile(path, tag, img); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+		archives[im.ref] = path
+	}
+	for _, im := range []struct {
+		ref   string
+		build func() (*rootfs, imageConfig, error)
+	}{
+		{KubeProxyImage, func() (*rootfs, imageConfig, error) { return kubeProxyRootfs(bins.KubeProxy) }},
+		{CoreDNSImage, func() (*rootfs, imageConfig, error) { return coreDNSRootfs(bins.CoreDNS) }},
+	} {
+		r, cfg, err := im.build()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", im.ref, err)
+		}
+		img, err := r.image(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", im.ref, err)
 		}

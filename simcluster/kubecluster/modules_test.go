@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// TestKubernetesModulesAgree: the API server (tools/kube-apiserver) and the
-// node and controller programs (tools/kubernetes) come from the same
-// Kubernetes release, staging modules included, so a version bump in one
-// module and not the other fails here instead of as a skewed cluster.
+// TestKubernetesModulesAgree: the API server (tools/kube-apiserver), the
+// node and controller programs (tools/kubernetes) and the e2e tests
+// (tools/e2e) come from the same Kubernetes release, staging modules
+// included, so a version bump in one module and not the others fails here
+// instead of as a skewed cluster or a suite of another release.
 func TestKubernetesModulesAgree(t *testing.T) {
 	pins := func(path string) map[string]string {
 		data, err := os.ReadFile(path)
@@ -27,15 +28,18 @@ func TestKubernetesModulesAgree(t *testing.T) {
 		}
 		return out
 	}
-	api, node := pins("../../tools/kube-apiserver/go.mod"), pins("../../tools/kubernetes/go.mod")
-	for mod, v := range api {
-		if node[mod] != v {
-			t.Errorf("%s: tools/kube-apiserver pins %s, tools/kubernetes %q", mod, v, node[mod])
+	node := pins("../../tools/kubernetes/go.mod")
+	for _, other := range []string{"tools/kube-apiserver", "tools/e2e"} {
+		o := pins("../../" + other + "/go.mod")
+		for mod, v := range o {
+			if node[mod] != v {
+				t.Errorf("%s: %s pins %s, tools/kubernetes %q", mod, other, v, node[mod])
+			}
 		}
-	}
-	for mod, v := range node {
-		if api[mod] != v {
-			t.Errorf("%s: tools/kubernetes pins %s, tools/kube-apiserver %q", mod, v, api[mod])
+		for mod, v := range node {
+			if o[mod] != v {
+				t.Errorf("%s: tools/kubernetes pins %s, %s %q", mod, v, other, o[mod])
+			}
 		}
 	}
 }

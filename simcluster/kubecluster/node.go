@@ -21,9 +21,13 @@ type nodeSpec struct {
 	Cgroup       string // cgroup (relative to each hierarchy) of the whole node
 	Taints       []string
 	Identity     Identity // the kubelet's client certificate
-	ProxyID      Identity // kube-proxy's
 	CA           []byte
-	Bins         Binaries
+	// Resolver is the VPC's DNS resolver (the VPC's base address plus
+	// two, AmazonProvidedDNS), the only name server in the node's
+	// resolv.conf, as on EC2. Pods with dnsPolicy ClusterFirst use the
+	// cluster's DNS instead (ClusterDNS).
+	Resolver netip.Addr
+	Bins     Binaries
 }
 
 // hostPaths are the host directories a node's kubelet, containerd and the
@@ -97,8 +101,6 @@ setpriv --pdeathsig KILL {{.Bins.Kubelet}} --config={{.Dir}}/kubelet.yaml --kube
 	--hostname-override={{.Name}} --node-ip={{.IP}} \
 	{{if .Taints}}--register-with-taints={{.TaintList}} {{end}}--v=2 >>{{.Dir}}/logs/kubelet.log 2>&1 &
 echo $! > {{.Dir}}/kubelet.pid
-setpriv --pdeathsig KILL {{.Bins.KubeProxy}} --config={{.Dir}}/kube-proxy.yaml --v=2 >>{{.Dir}}/logs/kube-proxy.log 2>&1 &
-echo $! > {{.Dir}}/kube-proxy.pid
 wait
 `))
 
@@ -165,7 +167,10 @@ authentication:
   x509: {clientCAFile: {{.Dir}}/ca.crt}
 authorization: {mode: AlwaysAllow}
 clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
+# The kube-dns Service (addons/coredns.yaml), as kubeadm configures it.
+clusterDNS: [{{.ClusterDNS}}]
+# The node's own resolv.conf (the VPC's resolver), not the machine's.
+resolvConf: {{.Dir}}/resolv.conf
 volumePluginDir: {{.Dir}}/volume-plugins
 podLogsDirectory: /var/log/pods
 failSwapOn: false
@@ -178,24 +183,6 @@ serializeImagePulls: false
 nodeStatusReportFrequency: 10s
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
-`))
-
-var kubeProxyConfig = template.Must(template.New("kube-proxy").Parse(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: nftables
-hostnameOverride: {{.Name}}
-clientConnection: {kubeconfig: {{.Dir}}/kube-proxy.kubeconfig}
-bindAddress: {{.IP}}
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-# Leave the host-wide conntrack table size and timeouts alone.
-conntrack:
-  maxPerCore: 0
-  min: 0
-  tcpEstablishedTimeout: 0s
-  tcpCloseWaitTimeout: 0s
-  udpTimeout: 0s
-  udpStreamTimeout: 0s
 `))
 
 type bind struct{ Source, Target string }
@@ -249,7 +236,8 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 	if err := writeKubeconfig(filepath.Join(s.Dir, "kubelet.kubeconfig"), server, s.CA, s.Identity); err != nil {
 		return nil, err
 	}
-	if err := writeKubeconfig(filepath.Join(s.Dir, "kube-proxy.kubeconfig"), server, s.CA, s.ProxyID); err != nil {
+	resolv := fmt.Sprintf("# The VPC's resolver, as EC2 gives every instance.\nsearch %s\nnameserver %s\n", searchDomain(s.Name), s.Resolver)
+	if err := writeFile(filepath.Join(s.Dir, "resolv.conf"), []byte(resolv)); err != nil {
 		return nil, err
 	}
 	data := struct {
@@ -260,9 +248,10 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 		TaintList   string
 		PauseImage  string
 		Runc        string
-	}{s, hs, binds, sysctls, strings.Join(s.Taints, ","), pauseImage, s.Bins.Runc}
+		ClusterDNS  string
+	}{s, hs, binds, sysctls, strings.Join(s.Taints, ","), pauseImage, s.Bins.Runc, ClusterDNS}
 	for name, t := range map[string]*template.Template{
-		"node.sh": nodeScript, "containerd.toml": containerdConfig, "kubelet.yaml": kubeletConfig, "kube-proxy.yaml": kubeProxyConfig,
+		"node.sh": nodeScript, "containerd.toml": containerdConfig, "kubelet.yaml": kubeletConfig,
 	} {
 		var b strings.Builder
 		if err := t.Execute(&b, data); err != nil {
@@ -297,6 +286,15 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 	}
 }
 
+// searchDomain is the DNS search domain EC2 gives an instance: its
+// private DNS name without the host part (region.compute.internal).
+func searchDomain(nodeName string) string {
+	if _, domain, ok := strings.Cut(nodeName, "."); ok {
+		return domain
+	}
+	return "ec2.internal"
+}
+
 // importImage loads an image archive into the node's containerd, in the
 // namespace the CRI uses.
 func (n *nodeRuntime) importImage(ctx context.Context, archive string) error {
@@ -313,7 +311,7 @@ func (n *nodeRuntime) importImage(ctx context.Context, archive string) error {
 // cgroup (container processes, shims), found by PID there. The mount
 // namespace goes with its last process; then the cgroups are removed.
 func (n *nodeRuntime) stop() error {
-	for _, name := range []string{"kubelet", "kube-proxy", "containerd"} {
+	for _, name := range []string{"kubelet", "containerd"} {
 		data, err := os.ReadFile(filepath.Join(n.spec.Dir, name+".pid"))
 		if err != nil {
 			continue

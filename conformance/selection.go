@@ -1,0 +1,94 @@
+package conformance
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Selection is which of the suite's tests a run is for: those Focus
+// matches, less those Exclude matches (not in the report: outside what
+// the selection is about), and of the rest, those a Skip matches are
+// skipped with its reason, which is about the local cloud, never vpcnet.
+type Selection struct {
+	Name    string
+	Focus   *regexp.Regexp
+	Exclude *regexp.Regexp
+	Skips   []Skip
+}
+
+// Skip is a test the local cloud cannot run, and why.
+type Skip struct {
+	Pattern string
+	Reason  string
+}
+
+func (s Selection) skipReason(name string) string {
+	for _, k := range s.Skips {
+		if regexp.MustCompile(k.Pattern).MatchString(name) {
+			return k.Reason
+		}
+	}
+	return ""
+}
+
+// GinkgoFocus and GinkgoSkip are the suite's --ginkgo.focus and
+// --ginkgo.skip for the selection.
+func (s Selection) GinkgoFocus() string { return s.Focus.String() }
+
+func (s Selection) GinkgoSkip() string {
+	var parts []string
+	if s.Exclude != nil {
+		parts = append(parts, s.Exclude.String())
+	}
+	for _, k := range s.Skips {
+		parts = append(parts, k.Pattern)
+	}
+	return strings.Join(parts, "|")
+}
+
+// notSelected are tests outside what the selections are about: those that
+// need the cluster to themselves or disturb it ([Serial], [Disruptive]),
+// run for many minutes ([Slow]), test an optional feature vpcnet does not
+// claim ([Feature:...], which kind and Calico also leave out of their
+// conformance runs), or belong to a cloud provider.
+var notSelected = `\[Serial\]|\[Disruptive\]|\[Slow\]|\[Feature:|\[Flaky\]|\[Experimental\]|\[Provider:|\[FeatureGate:.*\] \[Alpha\]|\[FeatureGate:.*\] \[Beta\] \[Feature:OffByDefault\]`
+
+// localCloudSkips are the selected tests the local cloud cannot serve.
+var localCloudSkips = []Skip{
+	{Pattern: `LoadBalancer`, Reason: "needs a cloud load balancer controller (on AWS, the AWS Load Balancer Controller); the local cloud emulates no ELB"},
+	{Pattern: `IPv6|\[IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "IPv6: the local cloud's VPC and vpcnet are IPv4-only until the IPv6 issue lands"},
+	{Pattern: `\[Feature:SCTPConnectivity\]|SCTP`, Reason: "SCTP: this machine's kernel has no sctp module"},
+}
+
+// Network is `make conformance`'s selection: every sig-network
+// [Conformance] test, and the pod network's other non-disruptive tests
+// that apply to a VPC CNI: the Services granular checks (pod, node and
+// endpoint to Service, session affinity, NodePort, large requests,
+// hostNetwork endpoints), kube-proxy's URLs, and HostPort.
+var Network = Selection{
+	Name: "network",
+	Focus: regexp.MustCompile(`\[sig-network\].*\[Conformance\]` +
+		`|\[sig-network\] Networking Granular Checks` +
+		`|\[sig-network\] Networking should (check kube-proxy urls|provide unchanging, static URL paths)` +
+		`|\[sig-network\] HostPort` +
+		`|\[sig-network\] Services should (preserve source pod IP for traffic thru service cluster IP|be able to up and down services|work after the service has been recreated|check NodePort out-of-range|release NodePorts on delete|create endpoints for unready pods|be rejected when no endpoints exist|implement service.kubernetes.io/headless|serve a basic endpoint from pods)`),
+	Exclude: regexp.MustCompile(notSelected),
+	Skips:   localCloudSkips,
+}
+
+// CI is the bounded subset `.ci/run` runs (make conformance
+// CONFORMANCE=ci): pod-to-pod and node-to-pod connectivity, ClusterIP and
+// NodePort Services, DNS, and hostPort, all [Conformance].
+var CI = Selection{
+	Name: "ci",
+	Focus: regexp.MustCompile(`\[sig-network\] Networking Granular Checks: Pods .*\[Conformance\]` +
+		`|\[sig-network\] DNS should provide DNS for (the cluster|services) \[Conformance\]` +
+		`|\[sig-network\] Services should serve (a basic endpoint|multiport endpoints) from pods \[Conformance\]` +
+		`|\[sig-network\] Services should be able to create a functioning NodePort service \[Conformance\]` +
+		`|\[sig-network\] HostPort .*\[Conformance\]`),
+	Exclude: regexp.MustCompile(notSelected),
+	Skips:   localCloudSkips,
+}
+
+// Selections by name, for CONFORMANCE=NAME.
+var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI}

@@ -1,0 +1,105 @@
+package kubecluster
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
+
+// layerFiles lists the paths in an image's only layer, with each link's
+// target.
+func layerFiles(t *testing.T, r *rootfs) map[string]string {
+	t.Helper()
+	img, err := r.image(imageConfig{Entrypoint: []string{"/bin/sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %d, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	out := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["/"+strings.TrimSuffix(h.Name, "/")] = h.Linkname
+	}
+}
+
+// TestProgramBringsEveryLibraryItLoads: a Debian program copied into an
+// image carries its dynamic loader and every shared library it needs,
+// transitively, so it runs in a container with nothing else.
+func TestProgramBringsEveryLibraryItLoads(t *testing.T) {
+	const prog = "/usr/bin/getent" // libc-bin: on every Debian machine
+	if _, err := os.Stat(prog); err != nil {
+		t.Skipf("%s: %v", prog, err)
+	}
+	r := newRootfs()
+	if err := r.program(prog, "libc-bin"); err != nil {
+		t.Fatal(err)
+	}
+	files := layerFiles(t, r)
+	for _, want := range []string{prog, "/lib64/ld-linux-x86-64.so.2", "/tmp"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("image lacks %s; it has %v", want, files)
+		}
+	}
+	libc := false
+	for p := range files {
+		libc = libc || strings.HasSuffix(p, "/libc.so.6")
+	}
+	if !libc {
+		t.Errorf("image lacks libc.so.6: %v", files)
+	}
+}
+
+func TestMissingProgramNamesThePackageToInstall(t *testing.T) {
+	err := newRootfs().program("/usr/bin/no-such-program-here", "some-package")
+	if err == nil || !strings.Contains(err.Error(), "apt-get install some-package") {
+		t.Fatalf("error %v, want one naming `apt-get install some-package`", err)
+	}
+}
+
+func TestLayerIsTheSameForTheSameTree(t *testing.T) {
+	build := func() string {
+		r := newRootfs()
+		r.file("/etc/b", 0o644, []byte("b"))
+		r.file("/etc/a", 0o644, []byte("a"))
+		r.symlink("/bin/sh", "busybox")
+		l, err := r.layer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.String()
+	}
+	if a, b := build(), build(); a != b {
+		t.Errorf("two builds of one tree: %s and %s", a, b)
+	}
+}
+
+func TestVPCResolverIsTheVPCBasePlusTwo(t *testing.T) {
+	got, err := vpcResolver([]string{"10.0.0.0/16", "100.64.0.0/16"})
+	if err != nil || got.String() != "10.0.0.2" {
+		t.Errorf("vpcResolver = %v, %v; want 10.0.0.2 (AmazonProvidedDNS)", got, err)
+	}
+	if _, err := vpcResolver(nil); err == nil {
+		t.Error("a VPC without CIDRs gave a resolver")
+	}
+}
