@@ -26,10 +26,28 @@ const Version = "vpcnet/1"
 // (/var/run/aws-node/ipam.json), which Decode also reads.
 const AWSVersion = "vpc-cni-ipam/1"
 
-// State is every assignment on the node. Decode returns the entries sorted
-// by address; Encode accepts them in any order.
+// State is every assignment on the node, and the addresses released
+// recently. Decode returns the entries and releases sorted by address;
+// Encode accepts them in any order.
 type State struct {
 	Entries []Entry
+	// Released are the addresses given back within the last cooldown
+	// (IP_COOLDOWN_PERIOD), each with when: after a restart an address
+	// cools only for what is left of its own cooldown, not for a whole
+	// one. Meaningful only with ReleasesKnown.
+	Released []Release
+	// ReleasesKnown says Released is complete: every free address not in
+	// it was released longer than a cooldown ago. Checkpoints written
+	// before release times were recorded, and the Amazon VPC CNI's, do
+	// not know; then any free address may have been released just now.
+	// Encode writes Released only when this is set.
+	ReleasesKnown bool
+}
+
+// Release is one address given back, and when.
+type Release struct {
+	Addr netip.Addr
+	At   time.Time
 }
 
 // Entry is one address held by one owner.
@@ -43,10 +61,18 @@ type Entry struct {
 	AssignedAt time.Time
 }
 
-// file is the vpcnet/1 document.
+// file is the vpcnet/1 document. Released is absent in files written
+// before release times were recorded (and then not known).
 type file struct {
-	Version     string            `json:"version"`
-	Assignments []json.RawMessage `json:"assignments"`
+	Version     string             `json:"version"`
+	Assignments []json.RawMessage  `json:"assignments"`
+	Released    *[]json.RawMessage `json:"released,omitempty"`
+}
+
+// released is one vpcnet/1 release.
+type released struct {
+	Address    string `json:"address"`
+	ReleasedAt string `json:"releasedAt"`
 }
 
 // entry is one vpcnet/1 assignment.
@@ -73,6 +99,14 @@ func Encode(s State) ([]byte, error) {
 	if err := checkUnique(s.Entries, "Entries"); err != nil {
 		return nil, fmt.Errorf("checkpoint: encode: %w", err)
 	}
+	var rel []Release
+	if s.ReleasesKnown {
+		if err := checkReleases(s.Released, s.Entries, "Released"); err != nil {
+			return nil, fmt.Errorf("checkpoint: encode: %w", err)
+		}
+		rel = slices.Clone(s.Released)
+		slices.SortFunc(rel, func(a, b Release) int { return a.Addr.Compare(b.Addr) })
+	}
 	sorted := slices.Clone(s.Entries)
 	slices.SortFunc(sorted, func(a, b Entry) int { return a.Addr.Compare(b.Addr) })
 
@@ -98,6 +132,22 @@ func Encode(s State) ([]byte, error) {
 		b.WriteString("\n")
 		b.Write(line)
 	}
-	b.WriteString("\n]}\n")
+	b.WriteString("\n]")
+	if s.ReleasesKnown {
+		b.WriteString(`,"released":[`)
+		for i, r := range rel {
+			line, err := json.Marshal(released{Address: r.Addr.String(), ReleasedAt: r.At.UTC().Format(time.RFC3339Nano)})
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: encode release of %s: %w", r.Addr, err)
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("\n")
+			b.Write(line)
+		}
+		b.WriteString("\n]")
+	}
+	b.WriteString("}\n")
 	return b.Bytes(), nil
 }

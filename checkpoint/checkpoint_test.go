@@ -22,10 +22,15 @@ func entryAt(ctr, addr string, at time.Time) Entry {
 }
 
 // equal compares states the way a reader of the checkpoint would: same
-// entries in the same order, times equal as instants.
+// entries and releases in the same order, times equal as instants.
 func equal(a, b State) bool {
-	if len(a.Entries) != len(b.Entries) {
+	if len(a.Entries) != len(b.Entries) || len(a.Released) != len(b.Released) || a.ReleasesKnown != b.ReleasesKnown {
 		return false
+	}
+	for i := range a.Released {
+		if a.Released[i].Addr != b.Released[i].Addr || !a.Released[i].At.Equal(b.Released[i].At) {
+			return false
+		}
 	}
 	for i := range a.Entries {
 		x, y := a.Entries[i], b.Entries[i]

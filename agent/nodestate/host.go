@@ -88,6 +88,7 @@ func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
 		}
 		n.pool.Unassign(QuarantineKey(ip), now)
 		delete(h.quarantined, ip)
+		n.dur.changed() // its release time goes on disk (see state)
 		n.log.Info("quarantine lifted: the host no longer routes to the address", "addr", ip.String())
 	}
 	for ip, at := range h.releasedAt {

@@ -76,9 +76,10 @@ type Node struct {
 
 // New builds the machine from what the agent read at boot. An address
 // the host routes to a pod but the checkpoint lacks is quarantined before
-// anything else happens; after a restart every other free address cools
-// down once, since when each was freed was not recorded, but that
-// cooling alone never makes the pool grow.
+// anything else happens; after a restart each address the checkpoint
+// says was released lately cools for what is left of its cooldown (every
+// free address cools once when the checkpoint does not say, as older
+// ones do not), but that cooling alone never makes the pool grow.
 func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -119,7 +120,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	}
 	n.host.observeRoutes(boot.Routed, now, true)
 	if !boot.CheckpointMissing {
-		n.host.coolAfterRestart(now)
+		n.host.coolAfterRestart(boot.Checkpoint, now)
 	}
 	if boot.CheckpointMissing && len(n.host.quarantined) > 0 {
 		n.log.Warn("checkpoint missing while the host routes live pods: not a new node; nothing is released until every such route is gone",
@@ -136,18 +137,30 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	return n, nil
 }
 
-// coolAfterRestart cools every free address once; the set is remembered
-// so the planner still counts them as available.
-func (x *hostView) coolAfterRestart(now time.Time) {
+// coolAfterRestart cools the addresses released within the cooldown
+// before the restart, each until its own cooldown ends, or every free
+// address when the checkpoint does not say when any was released. The
+// set is remembered so the planner still counts them as available.
+func (x *hostView) coolAfterRestart(ck checkpoint.State, now time.Time) {
 	n := x.n
+	cool := func(ip netip.Addr, at time.Time) {
+		if err := n.pool.RestoreCooldown(ip, at); err == nil && n.pool.IsCooling(ip) {
+			n.host.restartCooling[ip] = true
+		}
+	}
+	if ck.ReleasesKnown {
+		for _, r := range ck.Released {
+			if _, held := n.pool.LookupAddr(r.Addr); !held {
+				cool(r.Addr, r.At)
+			}
+		}
+		return
+	}
 	for _, es := range n.pool.Snapshot(now).ENIs {
 		for _, b := range es.Blocks {
 			for ip := b.Prefix.Addr(); b.Prefix.Contains(ip); ip = ip.Next() {
-				if _, held := n.pool.LookupAddr(ip); held {
-					continue
-				}
-				if err := n.pool.RestoreCooldown(ip, now); err == nil && n.pool.IsCooling(ip) {
-					n.host.restartCooling[ip] = true
+				if _, held := n.pool.LookupAddr(ip); !held {
+					cool(ip, now)
 				}
 			}
 		}
@@ -255,21 +268,40 @@ func (n *Node) wake() time.Time {
 }
 
 // state is what the checkpoint must hold: every real assignment and every
-// stale entry, less the attachments being released.
-func (n *Node) state() checkpoint.State {
-	var s checkpoint.State
+// stale entry, less the attachments being released, and when each
+// address freed within the cooldown was released. An address being
+// released is recorded as released now, the write's own instant: it is
+// free once this write is on disk.
+func (n *Node) state(now time.Time) checkpoint.State {
+	s := checkpoint.State{ReleasesKnown: true}
+	held := make(map[netip.Addr]bool)
 	for _, as := range n.pool.Assignments() {
-		if IsQuarantine(as.Key) || n.dur.releasing[as.Key] {
+		if IsQuarantine(as.Key) {
+			continue
+		}
+		if n.dur.releasing[as.Key] {
+			s.Released = append(s.Released, checkpoint.Release{Addr: as.Addr, At: now})
 			continue
 		}
 		s.Entries = append(s.Entries, checkpoint.Entry{Key: as.Key, Addr: as.Addr, Pod: as.Pod, AssignedAt: as.AssignedAt})
+		held[as.Addr] = true
 	}
 	for _, e := range n.stale {
 		if !n.dur.releasing[e.Key] {
 			s.Entries = append(s.Entries, e)
+			held[e.Addr] = true
 		}
 	}
+	cd := n.pool.Cooldown()
+	for _, c := range n.pool.Cooling(now) {
+		s.Released = append(s.Released, checkpoint.Release{Addr: c.Addr, At: c.Until.Add(-cd)})
+	}
+	// A stale entry may name an address that has since cooled (its
+	// quarantine lifted): the entry is what is kept, and one address is
+	// never both held and released in the record.
+	s.Released = slices.DeleteFunc(s.Released, func(r checkpoint.Release) bool { return held[r.Addr] })
 	slices.SortFunc(s.Entries, func(x, y checkpoint.Entry) int { return x.Addr.Compare(y.Addr) })
+	slices.SortFunc(s.Released, func(x, y checkpoint.Release) int { return x.Addr.Compare(y.Addr) })
 	return s
 }
 
