@@ -59,6 +59,12 @@ type Entry struct {
 	// for entries migrated from an Amazon VPC CNI checkpoint that did not
 	// record one.
 	AssignedAt time.Time
+	// UnroutedSince is since when the host has had no route to Addr, as
+	// the agent first saw it; zero when routed or not known. The agent
+	// reclaims an address missing long enough, and the clock must survive
+	// its restarts: an agent in a crash loop would otherwise never reach
+	// the end of it.
+	UnroutedSince time.Time
 }
 
 // file is the vpcnet/1 document. Released is absent in files written
@@ -84,6 +90,9 @@ type entry struct {
 	PodNamespace string `json:"podNamespace,omitempty"`
 	PodName      string `json:"podName,omitempty"`
 	AssignedAt   string `json:"assignedAt"`
+	// UnroutedSince is absent when zero, as in files written before it
+	// was recorded.
+	UnroutedSince string `json:"unroutedSince,omitempty"`
 }
 
 // Encode returns s as a vpcnet/1 document, one assignment per line sorted
@@ -114,7 +123,7 @@ func Encode(s State) ([]byte, error) {
 	b.Grow(64 + 200*len(sorted))
 	fmt.Fprintf(&b, "{\"version\":%q,\"assignments\":[", Version)
 	for i, e := range sorted {
-		line, err := json.Marshal(entry{
+		ent := entry{
 			Network:      e.Key.Network,
 			ContainerID:  e.Key.ContainerID,
 			IfName:       e.Key.IfName,
@@ -122,7 +131,11 @@ func Encode(s State) ([]byte, error) {
 			PodNamespace: e.Pod.Namespace,
 			PodName:      e.Pod.Name,
 			AssignedAt:   e.AssignedAt.UTC().Format(time.RFC3339Nano),
-		})
+		}
+		if !e.UnroutedSince.IsZero() {
+			ent.UnroutedSince = e.UnroutedSince.UTC().Format(time.RFC3339Nano)
+		}
+		line, err := json.Marshal(ent)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: encode %s: %w", e.Key, err)
 		}

@@ -149,11 +149,18 @@ func (e entry) toEntry() (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	var unrouted time.Time
+	if e.UnroutedSince != "" {
+		if unrouted, err = parseTime("unroutedSince", e.UnroutedSince); err != nil {
+			return Entry{}, err
+		}
+	}
 	got := Entry{
-		Key:        key,
-		Addr:       addr,
-		Pod:        ipam.Pod{Namespace: e.PodNamespace, Name: e.PodName},
-		AssignedAt: at,
+		Key:           key,
+		Addr:          addr,
+		Pod:           ipam.Pod{Namespace: e.PodNamespace, Name: e.PodName},
+		AssignedAt:    at,
+		UnroutedSince: unrouted,
 	}
 	if err := checkEntry(got); err != nil {
 		return Entry{}, err

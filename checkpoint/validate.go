@@ -32,6 +32,9 @@ func checkEntry(e Entry) error {
 	if !writableTime(e.AssignedAt) {
 		return fmt.Errorf("assigned-at time %s is outside years 0-9999", e.AssignedAt)
 	}
+	if !writableTime(e.UnroutedSince) {
+		return fmt.Errorf("unrouted-since time %s is outside years 0-9999", e.UnroutedSince)
+	}
 	return nil
 }
 

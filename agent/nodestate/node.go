@@ -112,6 +112,13 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	n.ckAddrs = nil
 	for _, e := range boot.Checkpoint.Entries {
 		n.host.answered[e.Key] = now
+		if u := e.UnroutedSince; !u.IsZero() {
+			// The reclaim clock survives the restart: the pod was wired,
+			// or its Add answered, before its route was first missed, so
+			// that instant stands for both.
+			u = minTime(now, u)
+			n.host.unrouted[e.Key], n.host.answered[e.Key] = u, u
+		}
 		if _, err := n.pool.Restore(e.Key, e.Pod, e.Addr, e.AssignedAt); err != nil {
 			n.stale = append(n.stale, e)
 			n.log.Error("checkpoint entry not restored: kept on disk and never released automatically",
@@ -131,6 +138,11 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	// What the pool holds now is what the checkpoint must say: entries
 	// dropped as stale stay, nothing new is added, so one write settles it.
 	n.dur.version = 1
+	// The boot's routes start (or continue) the reclaim clock now, not
+	// at the first periodic host check: an agent restarted every few
+	// seconds may never reach one. After the version is set: a release
+	// waits for the write of the version it makes.
+	n.host.reclaim(now)
 	n.planner.plan(now)
 	markUrgent(n, now)
 	n.dur.persist(now)
@@ -283,7 +295,8 @@ func (n *Node) state(now time.Time) checkpoint.State {
 			s.Released = append(s.Released, checkpoint.Release{Addr: as.Addr, At: now})
 			continue
 		}
-		s.Entries = append(s.Entries, checkpoint.Entry{Key: as.Key, Addr: as.Addr, Pod: as.Pod, AssignedAt: as.AssignedAt})
+		s.Entries = append(s.Entries, checkpoint.Entry{Key: as.Key, Addr: as.Addr, Pod: as.Pod, AssignedAt: as.AssignedAt,
+			UnroutedSince: n.host.unrouted[as.Key]})
 		held[as.Addr] = true
 	}
 	for _, e := range n.stale {
