@@ -26,10 +26,28 @@ const Version = "vpcnet/1"
 // (/var/run/aws-node/ipam.json), which Decode also reads.
 const AWSVersion = "vpc-cni-ipam/1"
 
-// State is every assignment on the node. Decode returns the entries sorted
-// by address; Encode accepts them in any order.
+// State is every assignment on the node, and the addresses released
+// recently. Decode returns the entries and releases sorted by address;
+// Encode accepts them in any order.
 type State struct {
 	Entries []Entry
+	// Released are the addresses given back within the last cooldown
+	// (IP_COOLDOWN_PERIOD), each with when: after a restart an address
+	// cools only for what is left of its own cooldown, not for a whole
+	// one. Meaningful only with ReleasesKnown.
+	Released []Release
+	// ReleasesKnown says Released is complete: every free address not in
+	// it was released longer than a cooldown ago. Checkpoints written
+	// before release times were recorded, and the Amazon VPC CNI's, do
+	// not know; then any free address may have been released just now.
+	// Encode writes Released only when this is set.
+	ReleasesKnown bool
+}
+
+// Release is one address given back, and when.
+type Release struct {
+	Addr netip.Addr
+	At   time.Time
 }
 
 // Entry is one address held by one owner.
@@ -41,12 +59,26 @@ type Entry struct {
 	// for entries migrated from an Amazon VPC CNI checkpoint that did not
 	// record one.
 	AssignedAt time.Time
+	// UnroutedSince is since when the host has had no route to Addr, as
+	// the agent first saw it; zero when routed or not known. The agent
+	// reclaims an address missing long enough, and the clock must survive
+	// its restarts: an agent in a crash loop would otherwise never reach
+	// the end of it.
+	UnroutedSince time.Time
 }
 
-// file is the vpcnet/1 document.
+// file is the vpcnet/1 document. Released is absent in files written
+// before release times were recorded (and then not known).
 type file struct {
-	Version     string            `json:"version"`
-	Assignments []json.RawMessage `json:"assignments"`
+	Version     string             `json:"version"`
+	Assignments []json.RawMessage  `json:"assignments"`
+	Released    *[]json.RawMessage `json:"released,omitempty"`
+}
+
+// released is one vpcnet/1 release.
+type released struct {
+	Address    string `json:"address"`
+	ReleasedAt string `json:"releasedAt"`
 }
 
 // entry is one vpcnet/1 assignment.
@@ -58,6 +90,9 @@ type entry struct {
 	PodNamespace string `json:"podNamespace,omitempty"`
 	PodName      string `json:"podName,omitempty"`
 	AssignedAt   string `json:"assignedAt"`
+	// UnroutedSince is absent when zero, as in files written before it
+	// was recorded.
+	UnroutedSince string `json:"unroutedSince,omitempty"`
 }
 
 // Encode returns s as a vpcnet/1 document, one assignment per line sorted
@@ -73,6 +108,14 @@ func Encode(s State) ([]byte, error) {
 	if err := checkUnique(s.Entries, "Entries"); err != nil {
 		return nil, fmt.Errorf("checkpoint: encode: %w", err)
 	}
+	var rel []Release
+	if s.ReleasesKnown {
+		if err := checkReleases(s.Released, s.Entries, "Released"); err != nil {
+			return nil, fmt.Errorf("checkpoint: encode: %w", err)
+		}
+		rel = slices.Clone(s.Released)
+		slices.SortFunc(rel, func(a, b Release) int { return a.Addr.Compare(b.Addr) })
+	}
 	sorted := slices.Clone(s.Entries)
 	slices.SortFunc(sorted, func(a, b Entry) int { return a.Addr.Compare(b.Addr) })
 
@@ -80,7 +123,7 @@ func Encode(s State) ([]byte, error) {
 	b.Grow(64 + 200*len(sorted))
 	fmt.Fprintf(&b, "{\"version\":%q,\"assignments\":[", Version)
 	for i, e := range sorted {
-		line, err := json.Marshal(entry{
+		ent := entry{
 			Network:      e.Key.Network,
 			ContainerID:  e.Key.ContainerID,
 			IfName:       e.Key.IfName,
@@ -88,7 +131,11 @@ func Encode(s State) ([]byte, error) {
 			PodNamespace: e.Pod.Namespace,
 			PodName:      e.Pod.Name,
 			AssignedAt:   e.AssignedAt.UTC().Format(time.RFC3339Nano),
-		})
+		}
+		if !e.UnroutedSince.IsZero() {
+			ent.UnroutedSince = e.UnroutedSince.UTC().Format(time.RFC3339Nano)
+		}
+		line, err := json.Marshal(ent)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: encode %s: %w", e.Key, err)
 		}
@@ -98,6 +145,22 @@ func Encode(s State) ([]byte, error) {
 		b.WriteString("\n")
 		b.Write(line)
 	}
-	b.WriteString("\n]}\n")
+	b.WriteString("\n]")
+	if s.ReleasesKnown {
+		b.WriteString(`,"released":[`)
+		for i, r := range rel {
+			line, err := json.Marshal(released{Address: r.Addr.String(), ReleasedAt: r.At.UTC().Format(time.RFC3339Nano)})
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: encode release of %s: %w", r.Addr, err)
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("\n")
+			b.Write(line)
+		}
+		b.WriteString("\n]")
+	}
+	b.WriteString("}\n")
 	return b.Bytes(), nil
 }

@@ -22,14 +22,19 @@ func entryAt(ctr, addr string, at time.Time) Entry {
 }
 
 // equal compares states the way a reader of the checkpoint would: same
-// entries in the same order, times equal as instants.
+// entries and releases in the same order, times equal as instants.
 func equal(a, b State) bool {
-	if len(a.Entries) != len(b.Entries) {
+	if len(a.Entries) != len(b.Entries) || len(a.Released) != len(b.Released) || a.ReleasesKnown != b.ReleasesKnown {
 		return false
+	}
+	for i := range a.Released {
+		if a.Released[i].Addr != b.Released[i].Addr || !a.Released[i].At.Equal(b.Released[i].At) {
+			return false
+		}
 	}
 	for i := range a.Entries {
 		x, y := a.Entries[i], b.Entries[i]
-		if x.Key != y.Key || x.Addr != y.Addr || x.Pod != y.Pod || !x.AssignedAt.Equal(y.AssignedAt) {
+		if x.Key != y.Key || x.Addr != y.Addr || x.Pod != y.Pod || !x.AssignedAt.Equal(y.AssignedAt) || !x.UnroutedSince.Equal(y.UnroutedSince) {
 			return false
 		}
 	}
@@ -62,6 +67,7 @@ func TestEncodeThenDecodeGivesTheSameState(t *testing.T) {
 		{"one", State{Entries: []Entry{entryAt("a", "10.0.0.5", at)}}},
 		{"no pod name", State{Entries: []Entry{{Key: key("a"), Addr: netip.MustParseAddr("10.0.0.5"), AssignedAt: at}}}},
 		{"unknown time", State{Entries: []Entry{entryAt("a", "10.0.0.5", time.Time{})}}},
+		{"unrouted", State{Entries: []Entry{{Key: key("a"), Addr: netip.MustParseAddr("10.0.0.5"), AssignedAt: at, UnroutedSince: at.Add(time.Minute)}}}},
 		{"odd characters", State{Entries: []Entry{{
 			Key:  ipam.Key{Network: `n"e\t`, ContainerID: "<ctr>&", IfName: "eth0"},
 			Addr: netip.MustParseAddr("192.168.1.1"), Pod: ipam.Pod{Namespace: "ns", Name: "ünïcode"}, AssignedAt: at,

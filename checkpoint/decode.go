@@ -36,6 +36,7 @@ func Decode(data []byte) (State, error) {
 		return State{}, fmt.Errorf("checkpoint: %w", err)
 	}
 	slices.SortFunc(s.Entries, func(a, b Entry) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(s.Released, func(a, b Release) int { return a.Addr.Compare(b.Addr) })
 	return s, nil
 }
 
@@ -83,7 +84,56 @@ func decodeV1(data []byte) (State, error) {
 	if err := checkUnique(s.Entries, "assignments"); err != nil {
 		return State{}, err
 	}
+	if f.Released == nil {
+		return s, nil
+	}
+	s.ReleasesKnown = true
+	for i, raw := range *f.Released {
+		where := fmt.Sprintf("released[%d]", i)
+		var r released
+		if err := strictUnmarshal(raw, &r); err != nil {
+			return State{}, describe(err, raw, where)
+		}
+		got, err := r.toRelease()
+		if err != nil {
+			return State{}, fmt.Errorf("%s: %w", where, err)
+		}
+		s.Released = append(s.Released, got)
+	}
+	if err := checkReleases(s.Released, s.Entries, "released"); err != nil {
+		return State{}, err
+	}
 	return s, nil
+}
+
+func (r released) toRelease() (Release, error) {
+	addr, err := parseAddr("address", r.Address)
+	if err != nil {
+		return Release{}, err
+	}
+	at, err := parseTime("releasedAt", r.ReleasedAt)
+	if err != nil {
+		return Release{}, err
+	}
+	return Release{Addr: addr, At: at}, nil
+}
+
+// parseTime reads a time as Encode writes it, refusing one Encode could
+// not write back.
+func parseTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, fmt.Errorf("no %s time", field)
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time", field, v)
+	}
+	// A zone offset moves year 0 or 9999 out of what Encode, writing UTC,
+	// can hold; say so with the text the file holds.
+	if !writableTime(at) {
+		return time.Time{}, fmt.Errorf("%s %q is in year %d in UTC; a checkpoint holds years 0-9999", field, v, at.UTC().Year())
+	}
+	return at.UTC(), nil
 }
 
 func (e entry) toEntry() (Entry, error) {
@@ -95,23 +145,22 @@ func (e entry) toEntry() (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	if e.AssignedAt == "" {
-		return Entry{}, errors.New("no assignedAt time")
-	}
-	at, err := time.Parse(time.RFC3339Nano, e.AssignedAt)
+	at, err := parseTime("assignedAt", e.AssignedAt)
 	if err != nil {
-		return Entry{}, fmt.Errorf("assignedAt %q is not an RFC 3339 time", e.AssignedAt)
+		return Entry{}, err
 	}
-	// A zone offset moves year 0 or 9999 out of what Encode, writing UTC,
-	// can hold; say so with the text the file holds.
-	if !writableTime(at) {
-		return Entry{}, fmt.Errorf("assignedAt %q is in year %d in UTC; a checkpoint holds years 0-9999", e.AssignedAt, at.UTC().Year())
+	var unrouted time.Time
+	if e.UnroutedSince != "" {
+		if unrouted, err = parseTime("unroutedSince", e.UnroutedSince); err != nil {
+			return Entry{}, err
+		}
 	}
 	got := Entry{
-		Key:        key,
-		Addr:       addr,
-		Pod:        ipam.Pod{Namespace: e.PodNamespace, Name: e.PodName},
-		AssignedAt: at.UTC(),
+		Key:           key,
+		Addr:          addr,
+		Pod:           ipam.Pod{Namespace: e.PodNamespace, Name: e.PodName},
+		AssignedAt:    at,
+		UnroutedSince: unrouted,
 	}
 	if err := checkEntry(got); err != nil {
 		return Entry{}, err

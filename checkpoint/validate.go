@@ -32,6 +32,9 @@ func checkEntry(e Entry) error {
 	if !writableTime(e.AssignedAt) {
 		return fmt.Errorf("assigned-at time %s is outside years 0-9999", e.AssignedAt)
 	}
+	if !writableTime(e.UnroutedSince) {
+		return fmt.Errorf("unrouted-since time %s is outside years 0-9999", e.UnroutedSince)
+	}
 	return nil
 }
 
@@ -99,6 +102,35 @@ func checkUnique(entries []Entry, list string) error {
 		}
 		byKey[e.Key] = i
 		byAddr[e.Addr] = i
+	}
+	return nil
+}
+
+// checkReleases refuses an address released twice, released while an
+// entry holds it, or one no pod could hold: the record is corrupt.
+func checkReleases(rel []Release, entries []Entry, list string) error {
+	held := make(map[netip.Addr]bool, len(entries))
+	for _, e := range entries {
+		held[e.Addr] = true
+	}
+	seen := make(map[netip.Addr]int, len(rel))
+	for i, r := range rel {
+		if !r.Addr.Is4() {
+			return fmt.Errorf("%s[%d]: address %q is not an IPv4 address", list, i, r.Addr)
+		}
+		if err := checkUnicast(r.Addr); err != nil {
+			return fmt.Errorf("%s[%d]: %w", list, i, err)
+		}
+		if !writableTime(r.At) {
+			return fmt.Errorf("%s[%d]: release time %s is outside years 0-9999", list, i, r.At)
+		}
+		if j, ok := seen[r.Addr]; ok {
+			return fmt.Errorf("address %s is released twice: %s[%d] and %s[%d]", r.Addr, list, j, list, i)
+		}
+		if held[r.Addr] {
+			return fmt.Errorf("address %s is both released (%s[%d]) and held by an assignment", r.Addr, list, i)
+		}
+		seen[r.Addr] = i
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // ENI, detaching the primary ENI or one with an address in use, more
 // blocks than an ENI can carry, more ENIs than lim allows.
 func ApplyActions(s Snapshot, actions []Action, lim Limits, now time.Time) (Snapshot, error) {
-	out := Snapshot{Waiting: s.Waiting, ENIs: make([]ENIState, len(s.ENIs))}
+	out := Snapshot{Waiting: s.Waiting, Expected: s.Expected, ENIs: make([]ENIState, len(s.ENIs))}
 	for i, e := range s.ENIs {
 		e.Blocks = slices.Clone(e.Blocks)
 		e.SecurityGroups = slices.Clone(e.SecurityGroups)

@@ -33,8 +33,11 @@ type planner struct {
 	maxENIs   int // the instance's limit, or MAX_ENI when lower
 	instENIs  int // the instance's limit
 	maxPods   int
-	waiting   int
-	enis      []eniPlan // ascending device index
+	// waiting is the demand on top of the targets: Add requests waiting
+	// and, of those, expected ones (a guess, told apart in reasons).
+	waiting  int
+	expected int
+	enis     []eniPlan // ascending device index
 
 	// poolTotals describe the pool as it will be once the actions planned
 	// so far are done; start keeps them as found, for reasons.
@@ -76,7 +79,8 @@ func newPlanner(s Snapshot, cfg PlanConfig, lim Limits, now time.Time) *planner 
 		slots:     lim.MaxSecondaryIPsPerENI(),
 		maxENIs:   lim.MaxENIs,
 		instENIs:  lim.MaxENIs,
-		waiting:   max(s.Waiting, 0),
+		waiting:   max(s.Waiting, 0) + max(s.Expected, 0),
+		expected:  max(s.Expected, 0),
 		enis:      make([]eniPlan, len(s.ENIs)),
 		attached:  len(s.ENIs),
 	}

@@ -84,8 +84,11 @@ func (p *planner) describe() string {
 		fmt.Fprintf(&b, "WARM_ENI_TARGET=%d (%d addresses per ENI): %d of %d addresses available",
 			p.cfg.WarmENITarget, p.slots, t.avail, t.total)
 	}
-	if p.waiting > 0 {
-		fmt.Fprintf(&b, ", %d Add requests waiting", p.waiting)
+	if w := p.waiting - p.expected; w > 0 {
+		fmt.Fprintf(&b, ", %d Add requests waiting", w)
+	}
+	if p.expected > 0 {
+		fmt.Fprintf(&b, ", about %d more expected soon (a guess)", p.expected)
 	}
 	return b.String()
 }

@@ -218,3 +218,21 @@ func (p *Pool) IsCooling(addr netip.Addr) bool {
 	r, ok := p.locate(addr)
 	return ok && r.b.isCooling(r.i)
 }
+
+// CoolingAddr is an address cooling down, and when its cooldown ends.
+type CoolingAddr struct {
+	Addr  netip.Addr
+	Until time.Time
+}
+
+// Cooling lists the addresses cooling down at now, soonest free first:
+// what the agent records so that, after a restart, each cools only for
+// what is left of its own cooldown (RestoreCooldown).
+func (p *Pool) Cooling(now time.Time) []CoolingAddr {
+	p.advance(now)
+	out := make([]CoolingAddr, 0, p.cooling.len())
+	for _, c := range p.cooling.items[p.cooling.head:] {
+		out = append(out, CoolingAddr{Addr: c.ref.b.addr(c.ref.i), Until: c.until})
+	}
+	return out
+}

@@ -59,6 +59,10 @@ type Snapshot struct {
 	// Waiting is the number of Add requests blocked for lack of a free
 	// address; the planner treats them as demand on top of the targets.
 	Waiting int
+	// Expected is how many more Add requests the agent expects soon (a
+	// burst still arriving): demand like Waiting, but a guess, and
+	// reasons say so rather than count them as waiting.
+	Expected int
 }
 
 // ENIState is one ENI and the occupancy of each of its blocks.

@@ -310,7 +310,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		res.ENIID, res.MAC, res.AttachmentID, res.SubnetID, res.DeleteOnTermination, res.Err = x.attach(ctx, act, job.Device)
+		x.attach(ctx, act, job.Device, &res)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -358,8 +358,10 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // (one call), attaches it at device dev and sets DeleteOnTermination. It
 // does not wait for the attachment: the machine polls with
 // JobConfirmAttach. An ENI that failed to attach is deleted, unless EC2
-// may have attached it after all (then the next resync adopts it).
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID, mac, attachmentID, subnet string, dot bool, err error) {
+// may have attached it after all (then the next resync adopts it); when
+// that delete fails too (throttled, a 5xx) the result names the ENI as
+// Leftover, and the machine deletes it until EC2 confirms it is gone.
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *nodestate.ActionResult) {
 	in := cloud.CreateENIInput{
 		SecurityGroups: act.SecurityGroups,
 		// The device index makes creates started at the same instant for
@@ -374,22 +376,30 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int) (eniID,
 	}
 	subnets, err := x.createSubnets(ctx, act)
 	if err != nil {
-		return "", "", "", "", false, err
+		res.Err = err
+		return
 	}
 	eni, subnet, err := createENI(ctx, x.Cloud, in, subnets)
+	res.SubnetID = subnet
 	if err != nil {
-		return "", "", "", subnet, false, err
+		res.Err = err
+		return
 	}
-	attachmentID, err = x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
+	res.ENIID = eni.ID
+	attachmentID, err := x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
-		// Deleting fails harmlessly ("in use") if EC2 did attach it.
-		_ = x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID)
-		return eni.ID, "", "", subnet, false, err
+		res.Err = err
+		// Deleting fails harmlessly ("in use") if EC2 did attach it. Any
+		// other failure leaves an available ENI holding subnet addresses
+		// that nobody uses: the machine keeps deleting it.
+		if derr := x.Cloud.DeleteENI(context.WithoutCancel(ctx), eni.ID); derr != nil && !cloud.IsNotFound(derr) {
+			res.Leftover = eni.ID
+		}
+		return
 	}
-	if err := x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true); err != nil {
-		return eni.ID, eni.MAC, attachmentID, subnet, false, nil // the machine retries it
-	}
-	return eni.ID, eni.MAC, attachmentID, subnet, true, nil
+	res.MAC, res.AttachmentID = eni.MAC, attachmentID
+	// A failure here is not the attach's: the machine retries it.
+	res.DeleteOnTermination = x.Cloud.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true) == nil
 }
 
 func (x *Executor) confirmAttach(ctx context.Context, job nodestate.Job) nodestate.Event {

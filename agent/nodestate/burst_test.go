@@ -36,11 +36,13 @@ func TestABurstStartsTheAttachmentsItWillNeedAtOnce(t *testing.T) {
 			attaches++
 		}
 	}
-	// 3 waiting Adds 100 ms apart, over a 5 s attach delay guessed: 50
-	// more expected, 5 ENIs, all the instance has left. Without them: 3
-	// (the waiting Adds and a warm ENI).
-	if attaches != 5 {
-		t.Fatalf("%d attachments started for a burst; want the 5 the expected Adds need, at once", attaches)
+	// 3 waiting Adds 100 ms apart: as many again as came after the
+	// first (2) are expected, so 5 Adds need 3 ENIs, and a warm one: 4.
+	// Without the guess: 3 (the waiting Adds and a warm ENI). Issue 25:
+	// the guess was 50 (the rate over a 5 s attach delay), which took
+	// all 5 ENIs the instance had left for 5 pods.
+	if attaches != 4 {
+		t.Fatalf("%d attachments started for a burst; want the 4 the expected Adds need, at once", attaches)
 	}
 }
 
@@ -55,9 +57,10 @@ func TestBurstAnticipation(t *testing.T) {
 		want     int
 	}{
 		{"nothing waits: the pool keeps up", []int{0, 100, 200}, 0, 300, 0, 0},
-		{"rate times the guessed attach delay", []int{0, 100, 200}, 0, 300, 3, 50},
-		{"rate times the attach delay last seen", []int{0, 100, 200}, 2 * time.Second, 300, 3, 20},
-		{"arrivals older than the window do not count", []int{0, 100, 1200, 1300, 1400}, 0, 1500, 3, 50},
+		{"as many again as came after the first", []int{0, 100, 200}, 0, 300, 3, 2},
+		{"no more than the rate brings within an attach delay", []int{0, 100, 200}, 100 * time.Millisecond, 300, 3, 1},
+		{"arrivals older than the window do not count", []int{0, 100, 1200, 1300, 1400}, 0, 1500, 3, 2},
+		{"a fast burst is not extrapolated over the attach delay", []int{0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50}, 0, 55, 11, 10},
 		{"all at one instant: no burst on its way", []int{0, 0, 0, 0}, 0, 100, 4, 0},
 		{"too few to tell a rate", []int{0, 100}, 0, 150, 2, 0},
 		{"the burst is over", []int{0, 100, 200}, 0, 600, 3, 0},

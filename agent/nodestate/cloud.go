@@ -87,6 +87,12 @@ type cloudView struct {
 	attaching map[string]*attaching
 	dotTries  map[string]int
 	delTries  map[string]int
+	// leftovers are ENIs created for an attach that failed, which the
+	// executor could not delete either, with the deletes tried since:
+	// deleted until EC2 confirms it, as DeleteOnTermination is set,
+	// since each holds subnet addresses no node can use and the
+	// leaked-ENI collector finds it only much later.
+	leftovers map[string]int
 	grow      growBackoff
 	// shrink spaces out releases and detaches after one failed or was
 	// declined.
@@ -134,6 +140,44 @@ func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
 	c.attaching = make(map[string]*attaching)
 	c.dotTries = make(map[string]int)
 	c.delTries = make(map[string]int)
+	c.leftovers = make(map[string]int)
+}
+
+// maxLeftoverRetry caps the wait between deletes of a leftover ENI: the
+// account's budget is shared, and a throttled delete is not worth
+// hammering, but the ENI's addresses are worth having back.
+const maxLeftoverRetry = time.Minute
+
+// deleteLeftover starts deleting an ENI whose attach failed.
+func (x *cloudView) deleteLeftover(eniID string, now time.Time) {
+	n := x.n
+	n.log.Warn("ENI whose attach failed could not be deleted; deleting it until EC2 confirms", "eni", eniID)
+	n.cloud.leftovers[eniID] = 0
+	n.jobs.schedule(now.Add(time.Second), Job{Kind: JobDeleteENI, ENIID: eniID})
+}
+
+// leftoverDeleted takes in a delete of a leftover ENI: done once EC2 says
+// it is gone, or once it turns out EC2 attached it after all (the resync
+// adopts it, and it is the pool's); otherwise tried again, backing off.
+func (x *cloudView) leftoverDeleted(j Job, ev DeleteResult, now time.Time) {
+	n := x.n
+	c := &n.cloud
+	if ev.Err == nil && !ev.NotYet {
+		delete(c.leftovers, j.ENIID)
+		n.log.Info("ENI whose attach failed deleted", "eni", j.ENIID)
+		return
+	}
+	if _, adopted := n.pool.ENI(j.ENIID); adopted || c.attaching[j.ENIID] != nil {
+		delete(c.leftovers, j.ENIID)
+		return
+	}
+	if ev.Err != nil {
+		c.noteEC2(ev.Err)
+	}
+	c.leftovers[j.ENIID]++
+	wait := min(time.Duration(1<<min(c.leftovers[j.ENIID], 6))*time.Second, maxLeftoverRetry)
+	n.log.Warn("ENI whose attach failed not deleted yet; trying again", "eni", j.ENIID, "in", wait.String(), "notYet", ev.NotYet, "err", ev.Err)
+	n.jobs.schedule(now.Add(wait), j)
 }
 
 func (x *cloudView) classify(err error) ErrorClass {
@@ -434,6 +478,9 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 			// aims at the same index and fails for it.
 			n.cloud.resyncSoonFromEC2(now)
 			n.cloud.devices[j.Device] = true
+			if ev.Leftover != "" {
+				n.cloud.deleteLeftover(ev.Leftover, now)
+			}
 			return
 		}
 		at := &attaching{device: j.Device, action: act, since: now, poll: firstAttachPoll, mac: ev.MAC, askEC2: now.Add(n.burst.expectedAttach())}
@@ -588,6 +635,10 @@ func (at *attaching) firstPoll() time.Duration {
 func (x *results) onDelete(ev DeleteResult, now time.Time) {
 	n := x.n
 	j, _ := n.jobs.done(ev.JobID)
+	if _, ok := n.cloud.leftovers[j.ENIID]; ok {
+		n.cloud.leftoverDeleted(j, ev, now)
+		return
+	}
 	if ev.Err == nil && !ev.NotYet {
 		delete(n.cloud.delTries, j.ENIID)
 		return

@@ -64,7 +64,7 @@ func (x *durability) persist(now time.Time) {
 		return
 	}
 	d.inFlight = d.version
-	n.out.Persist = &Persist{Version: d.version, State: n.state()}
+	n.out.Persist = &Persist{Version: d.version, State: n.state(now)}
 }
 
 func (x *durability) onPersisted(ev Persisted, now time.Time) {

@@ -30,7 +30,8 @@ type hostView struct {
 	// nothing is released.
 	quarantined map[netip.Addr]bool
 	// unrouted records since when an assignment's address has been
-	// missing from the host's pod routes.
+	// missing from the host's pod routes. It is in the checkpoint
+	// (Entry.UnroutedSince), so a restart does not start it again.
 	unrouted map[ipam.Key]time.Time
 	// answered records when each assignment's Add was answered (or the
 	// agent started, for restored ones): before that the plugin cannot
@@ -88,6 +89,7 @@ func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
 		}
 		n.pool.Unassign(QuarantineKey(ip), now)
 		delete(h.quarantined, ip)
+		n.dur.changed() // its release time goes on disk (see state)
 		n.log.Info("quarantine lifted: the host no longer routes to the address", "addr", ip.String())
 	}
 	for ip, at := range h.releasedAt {
@@ -159,7 +161,7 @@ func (x *hostView) reclaim(now time.Time) {
 	n := x.n
 	h := &n.host
 	h.nextReclaim = time.Time{}
-	if n.cfg.ReclaimAfter <= 0 {
+	if n.cfg.ReclaimAfter <= 0 || !h.ok {
 		return
 	}
 	for _, as := range n.pool.Assignments() {
@@ -167,7 +169,10 @@ func (x *hostView) reclaim(now time.Time) {
 			continue
 		}
 		if h.routed[as.Addr] {
-			delete(h.unrouted, as.Key)
+			if _, was := h.unrouted[as.Key]; was {
+				delete(h.unrouted, as.Key)
+				n.dur.changed()
+			}
 			continue
 		}
 		answered, ok := h.answered[as.Key]
@@ -178,6 +183,7 @@ func (x *hostView) reclaim(now time.Time) {
 		if !seen {
 			h.unrouted[as.Key] = now
 			since = now
+			n.dur.changed() // the clock goes on disk (see unrouted)
 		}
 		// Both the answer to its Add and its absence must be older than
 		// the grace: a pod being wired is young.
@@ -211,4 +217,37 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// answeredNow records that key's Add was answered at now: before the
+// plugin wires the pod its route is missing for good reason, so the
+// reclaim clock starts again from here (and on disk with the next write).
+func (x *hostView) answeredNow(key ipam.Key, now time.Time) {
+	n := x.n
+	n.host.answered[key] = now
+	if _, was := n.host.unrouted[key]; was {
+		delete(n.host.unrouted, key)
+		n.dur.changed()
+	}
+}
+
+// heldForGone counts the assignments whose address the host has not
+// routed for a while (pods deleted while no DEL reached the agent), and
+// when the first of them is reclaimed. A while is longer than an Add
+// may wait: a pod being wired is missing only for moments.
+func (x *hostView) heldForGone(now time.Time) (int, time.Time) {
+	n := x.n
+	var first time.Time
+	k := 0
+	for key, since := range n.host.unrouted {
+		if _, held := n.pool.Lookup(key); !held || n.dur.releasing[key] || now.Sub(since) < n.cfg.AddWait {
+			continue
+		}
+		k++
+		due := maxTime(since, n.host.answered[key]).Add(n.cfg.ReclaimAfter)
+		if first.IsZero() || due.Before(first) {
+			first = due
+		}
+	}
+	return k, first
 }

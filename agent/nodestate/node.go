@@ -76,9 +76,10 @@ type Node struct {
 
 // New builds the machine from what the agent read at boot. An address
 // the host routes to a pod but the checkpoint lacks is quarantined before
-// anything else happens; after a restart every other free address cools
-// down once, since when each was freed was not recorded, but that
-// cooling alone never makes the pool grow.
+// anything else happens; after a restart each address the checkpoint
+// says was released lately cools for what is left of its cooldown (every
+// free address cools once when the checkpoint does not say, as older
+// ones do not), but that cooling alone never makes the pool grow.
 func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -111,6 +112,13 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	n.ckAddrs = nil
 	for _, e := range boot.Checkpoint.Entries {
 		n.host.answered[e.Key] = now
+		if u := e.UnroutedSince; !u.IsZero() {
+			// The reclaim clock survives the restart: the pod was wired,
+			// or its Add answered, before its route was first missed, so
+			// that instant stands for both.
+			u = minTime(now, u)
+			n.host.unrouted[e.Key], n.host.answered[e.Key] = u, u
+		}
 		if _, err := n.pool.Restore(e.Key, e.Pod, e.Addr, e.AssignedAt); err != nil {
 			n.stale = append(n.stale, e)
 			n.log.Error("checkpoint entry not restored: kept on disk and never released automatically",
@@ -119,7 +127,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	}
 	n.host.observeRoutes(boot.Routed, now, true)
 	if !boot.CheckpointMissing {
-		n.host.coolAfterRestart(now)
+		n.host.coolAfterRestart(boot.Checkpoint, now)
 	}
 	if boot.CheckpointMissing && len(n.host.quarantined) > 0 {
 		n.log.Warn("checkpoint missing while the host routes live pods: not a new node; nothing is released until every such route is gone",
@@ -130,24 +138,41 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	// What the pool holds now is what the checkpoint must say: entries
 	// dropped as stale stay, nothing new is added, so one write settles it.
 	n.dur.version = 1
+	// The boot's routes start (or continue) the reclaim clock now, not
+	// at the first periodic host check: an agent restarted every few
+	// seconds may never reach one. After the version is set: a release
+	// waits for the write of the version it makes.
+	n.host.reclaim(now)
 	n.planner.plan(now)
 	markUrgent(n, now)
 	n.dur.persist(now)
 	return n, nil
 }
 
-// coolAfterRestart cools every free address once; the set is remembered
-// so the planner still counts them as available.
-func (x *hostView) coolAfterRestart(now time.Time) {
+// coolAfterRestart cools the addresses released within the cooldown
+// before the restart, each until its own cooldown ends, or every free
+// address when the checkpoint does not say when any was released. The
+// set is remembered so the planner still counts them as available.
+func (x *hostView) coolAfterRestart(ck checkpoint.State, now time.Time) {
 	n := x.n
+	cool := func(ip netip.Addr, at time.Time) {
+		if err := n.pool.RestoreCooldown(ip, at); err == nil && n.pool.IsCooling(ip) {
+			n.host.restartCooling[ip] = true
+		}
+	}
+	if ck.ReleasesKnown {
+		for _, r := range ck.Released {
+			if _, held := n.pool.LookupAddr(r.Addr); !held {
+				cool(r.Addr, r.At)
+			}
+		}
+		return
+	}
 	for _, es := range n.pool.Snapshot(now).ENIs {
 		for _, b := range es.Blocks {
 			for ip := b.Prefix.Addr(); b.Prefix.Contains(ip); ip = ip.Next() {
-				if _, held := n.pool.LookupAddr(ip); held {
-					continue
-				}
-				if err := n.pool.RestoreCooldown(ip, now); err == nil && n.pool.IsCooling(ip) {
-					n.host.restartCooling[ip] = true
+				if _, held := n.pool.LookupAddr(ip); !held {
+					cool(ip, now)
 				}
 			}
 		}
@@ -255,21 +280,41 @@ func (n *Node) wake() time.Time {
 }
 
 // state is what the checkpoint must hold: every real assignment and every
-// stale entry, less the attachments being released.
-func (n *Node) state() checkpoint.State {
-	var s checkpoint.State
+// stale entry, less the attachments being released, and when each
+// address freed within the cooldown was released. An address being
+// released is recorded as released now, the write's own instant: it is
+// free once this write is on disk.
+func (n *Node) state(now time.Time) checkpoint.State {
+	s := checkpoint.State{ReleasesKnown: true}
+	held := make(map[netip.Addr]bool)
 	for _, as := range n.pool.Assignments() {
-		if IsQuarantine(as.Key) || n.dur.releasing[as.Key] {
+		if IsQuarantine(as.Key) {
 			continue
 		}
-		s.Entries = append(s.Entries, checkpoint.Entry{Key: as.Key, Addr: as.Addr, Pod: as.Pod, AssignedAt: as.AssignedAt})
+		if n.dur.releasing[as.Key] {
+			s.Released = append(s.Released, checkpoint.Release{Addr: as.Addr, At: now})
+			continue
+		}
+		s.Entries = append(s.Entries, checkpoint.Entry{Key: as.Key, Addr: as.Addr, Pod: as.Pod, AssignedAt: as.AssignedAt,
+			UnroutedSince: n.host.unrouted[as.Key]})
+		held[as.Addr] = true
 	}
 	for _, e := range n.stale {
 		if !n.dur.releasing[e.Key] {
 			s.Entries = append(s.Entries, e)
+			held[e.Addr] = true
 		}
 	}
+	cd := n.pool.Cooldown()
+	for _, c := range n.pool.Cooling(now) {
+		s.Released = append(s.Released, checkpoint.Release{Addr: c.Addr, At: c.Until.Add(-cd)})
+	}
+	// A stale entry may name an address that has since cooled (its
+	// quarantine lifted): the entry is what is kept, and one address is
+	// never both held and released in the record.
+	s.Released = slices.DeleteFunc(s.Released, func(r checkpoint.Release) bool { return held[r.Addr] })
 	slices.SortFunc(s.Entries, func(x, y checkpoint.Entry) int { return x.Addr.Compare(y.Addr) })
+	slices.SortFunc(s.Released, func(x, y checkpoint.Release) int { return x.Addr.Compare(y.Addr) })
 	return s
 }
 

@@ -116,13 +116,12 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	if ahead == 0 {
 		return ipam.Plan(snap, cfg, lim, now)
 	}
-	real := snap.Waiting
-	snap.Waiting += ahead
+	snap.Expected = ahead
 	acts, short := ipam.Plan(snap, cfg, lim, now)
 	if short.Missing > 0 {
 		// A limit stops the growth: what the pods are told must be about
 		// the Adds that exist, not the ones expected.
-		snap.Waiting = real
+		snap.Expected = 0
 		_, short = ipam.Plan(snap, cfg, lim, now)
 	}
 	return acts, short

@@ -73,10 +73,17 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 		eni, _ := n.pool.ENI(as.ENIID)
 		// Already durable, or on its way: either way the reply waits for
 		// the version that holds it, and only then may the plugin wire.
+		// A reclaim clock on disk is cleared by that version too: the
+		// pod is about to be wired, and after a crash that clock must
+		// not make it look long gone.
 		key := ev.Key
+		if _, was := n.host.unrouted[key]; was {
+			delete(n.host.unrouted, key)
+			n.dur.changed()
+		}
 		n.dur.after(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
 			if ok {
-				n.host.answered[key] = n.last
+				n.host.answeredNow(key, n.last)
 			}
 		})
 		return
@@ -125,7 +132,7 @@ func (x *requests) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Tim
 	eni, _ := n.pool.ENI(as.ENIID)
 	n.dur.after(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
 		if ok {
-			n.host.answered[key] = n.last
+			n.host.answeredNow(key, n.last)
 			n.log.Info("assigned", "key", key.String(), "pod", pod.String(), "addr", as.Addr.String(), "eni", as.ENIID)
 			return
 		}

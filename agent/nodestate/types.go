@@ -195,6 +195,10 @@ type ActionResult struct {
 	DeleteOnTermination bool
 	// MAC is the created ENI's, so its attachment can be watched in IMDS.
 	MAC string
+	// Leftover names an ENI AttachENI created but could not attach, and
+	// could not delete either: it holds subnet addresses nobody uses
+	// until it is deleted, which the machine retries until EC2 confirms.
+	Leftover string
 	// Routed is set when a release or detach was declined because the
 	// host routes into it.
 	Routed []Route
@@ -276,7 +280,8 @@ const (
 	JobConfirmAttach
 	// JobSetDeleteOnTermination sets DeleteOnTermination on ENIID.
 	JobSetDeleteOnTermination
-	// JobDeleteENI deletes a detached ENIID once EC2 says it is available.
+	// JobDeleteENI deletes a detached ENIID, or one whose attach failed,
+	// once EC2 says it is available.
 	JobDeleteENI
 )
 

@@ -1,0 +1,141 @@
+package nodestate
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// disk is a checkpoint file for the machine: every Persist is encoded
+// and acknowledged, and a restart decodes what was last written.
+type disk struct {
+	t    *testing.T
+	data []byte
+}
+
+// settle acknowledges n's writes until none is wanted, keeping the last,
+// and returns the jobs and replies meanwhile.
+func (d *disk) settle(n *Node, now time.Time) ([]Job, []Reply) {
+	d.t.Helper()
+	var jobs []Job
+	var replies []Reply
+	for range 10 {
+		rd := n.Ready()
+		jobs = append(jobs, rd.Jobs...)
+		replies = append(replies, rd.Replies...)
+		if rd.Persist == nil {
+			return jobs, replies
+		}
+		data, err := checkpoint.Encode(rd.Persist.State)
+		if err != nil {
+			d.t.Fatalf("checkpoint not written: %v", err)
+		}
+		d.data = data
+		n.Step(now, Persisted{Version: rd.Persist.Version})
+	}
+	d.t.Fatal("writes never settle")
+	return nil, nil
+}
+
+func (d *disk) read() checkpoint.State {
+	d.t.Helper()
+	s, err := checkpoint.Decode(d.data)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return s
+}
+
+func podKey(i int) ipam.Key {
+	return ipam.Key{Network: "n", ContainerID: fmt.Sprint(i), IfName: "eth0"}
+}
+
+// atLimit is a node whose only ENI (its instance allows one) has three
+// pod addresses: pod 0 holds one since t0, and pod 1 held one until it
+// was deleted at releasedAt. It returns the node's checkpoint and its
+// ENI as EC2 shows it.
+func atLimit(t *testing.T, releasedAt time.Time) (*disk, ENIInfo, netip.Addr, netip.Addr) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Limits = ipam.Limits{MaxENIs: 1, IPv4PerENI: 4}
+	eni := primaryENI("10.0.0.5/32", "10.0.0.6/32", "10.0.0.7/32")
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &disk{t: t}
+	d.settle(n, t0)
+	var addrs []netip.Addr
+	for i := range 2 {
+		n.Step(t0, AddRequest{ID: uint64(i + 1), Key: podKey(i)})
+		_, rs := d.settle(n, t0)
+		if len(rs) != 1 || rs[0].Err != nil {
+			t.Fatalf("Add %d: %+v", i, rs)
+		}
+		addrs = append(addrs, rs[0].Assignment.Addr)
+	}
+	n.Step(releasedAt, DelRequest{ID: 3, Key: podKey(1)})
+	d.settle(n, releasedAt)
+	return d, eni, addrs[0], addrs[1]
+}
+
+// restart boots a new machine at now from d, the host routing live.
+func restart(t *testing.T, d *disk, eni ENIInfo, live netip.Addr, now time.Time) *Node {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Limits = ipam.Limits{MaxENIs: 1, IPv4PerENI: 4}
+	n, err := New(cfg, Boot{Checkpoint: d.read(), ENIs: []ENIInfo{eni}, Routed: []Route{{Addr: live}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.settle(n, now)
+	return n
+}
+
+// Issue 25, "a restart makes new pods wait for a whole cooldown": beside
+// aws-node on an m5.large at its ENI limit, the first pod after vpcnetd
+// restarted waited until 30 s after the agent was ready, since every free
+// address cooled (release times were not recorded). An address released
+// long before the restart is free at once.
+func TestARestartAtTheENILimitServesTheNextPodAtOnce(t *testing.T) {
+	d, eni, live, _ := atLimit(t, t0.Add(time.Minute))
+	boot := t0.Add(10 * time.Minute)
+	n := restart(t, d, eni, live, boot)
+	n.Step(boot, AddRequest{ID: 10, Key: podKey(10)})
+	_, rs := d.settle(n, boot)
+	if len(rs) != 1 || rs[0].Err != nil || !rs[0].Assignment.Addr.IsValid() {
+		t.Fatalf("the first Add after a restart got %+v; want an address at once (nothing was released within the cooldown)", rs)
+	}
+}
+
+// An address released just before the restart still cools for what is
+// left of its own cooldown, and no longer.
+func TestAnAddressReleasedJustBeforeARestartCoolsOnlyForTheRestOfItsCooldown(t *testing.T) {
+	released := t0.Add(time.Minute)
+	d, eni, live, freed := atLimit(t, released)
+	boot := released.Add(25 * time.Second)
+	n := restart(t, d, eni, live, boot)
+	// The address never used is free; the one just released is not.
+	n.Step(boot, AddRequest{ID: 10, Key: podKey(10)})
+	_, rs := d.settle(n, boot)
+	if len(rs) != 1 || rs[0].Err != nil || rs[0].Assignment.Addr == freed {
+		t.Fatalf("first Add after the restart got %+v; want the address not released lately (%s cools)", rs, freed)
+	}
+	n.Step(boot, AddRequest{ID: 11, Key: podKey(11)})
+	for now := boot; now.Before(boot.Add(testConfig().AddWait)); {
+		_, rs = d.settle(n, now)
+		if len(rs) > 0 {
+			if want := released.Add(testConfig().Cooldown); !now.Equal(want) || rs[0].Err != nil || rs[0].Assignment.Addr != freed {
+				t.Fatalf("the waiting Add got %+v %s after the restart; want %s at %s, when the cooldown from its release ends", rs, now.Sub(boot), freed, want.Sub(boot))
+			}
+			return
+		}
+		now = n.Ready().Wake
+		n.Step(now, Tick{})
+	}
+	t.Fatalf("the waiting Add was not answered within %s of the restart", testConfig().AddWait)
+}
