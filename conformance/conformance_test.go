@@ -74,18 +74,8 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(os.TempDir(), "vpcnet-conformance")
-	// What a killed earlier run left: its processes, cgroups and
-	// namespaces, as its state directory recorded them.
-	if _, err := kubecluster.RemoveLeftovers(state); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := simcluster.RemoveRecorded(state); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(state); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(state, 0o755); err != nil {
+	// What a killed earlier run left goes first.
+	if err := kubecluster.FreshStateDir(state); err != nil {
 		t.Fatal(err)
 	}
 	repoList := filepath.Join(state, "repo-list.yaml")

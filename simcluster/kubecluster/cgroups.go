@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vpcnet/vpcnet/simcluster"
 )
 
 // cgroupMount is where the host's cgroup hierarchies are mounted: on these
@@ -168,6 +170,23 @@ func recordCgroup(stateDir, rel string) error {
 type Leftovers struct {
 	Killed  int      // processes
 	Cgroups []string // cgroups removed
+}
+
+// FreshStateDir makes stateDir empty for a new cluster, after removing
+// what a killed earlier cluster with that state directory left: its
+// processes and cgroups (RemoveLeftovers), its namespaces and agents
+// (simcluster.RemoveRecorded).
+func FreshStateDir(stateDir string) error {
+	if _, err := RemoveLeftovers(stateDir); err != nil {
+		return err
+	}
+	if _, err := simcluster.RemoveRecorded(stateDir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(stateDir); err != nil {
+		return err
+	}
+	return os.MkdirAll(stateDir, 0o700)
 }
 
 // RemoveLeftovers kills every process in the cgroups a cluster with state

@@ -65,13 +65,7 @@ func startCluster(t *testing.T, mod func(*Options)) *Cluster {
 	state := filepath.Join(os.TempDir(), "vpcnet-kube-"+strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
 	// A killed earlier run of this test: its processes, cgroups and
 	// namespaces, as recorded in its state directory.
-	if _, err := RemoveLeftovers(state); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := simcluster.RemoveRecorded(state); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(state); err != nil {
+	if err := FreshStateDir(state); err != nil {
 		t.Fatal(err)
 	}
 	opts := Options{
