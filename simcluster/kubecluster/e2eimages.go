@@ -155,7 +155,7 @@ func toolbox() (*rootfs, error) {
 }
 
 // E2EImageRefs asks the e2e binary which images its tests use, with
-// E2ERepoList's names (its --list-images flag, tools/e2e/conformance).
+// E2ERepoList's names (the framework's --list-images flag).
 func E2EImageRefs(ctx context.Context, e2eTest, repoList string) ([]string, error) {
 	cmd := exec.CommandContext(ctx, e2eTest, "--list-images")
 	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)

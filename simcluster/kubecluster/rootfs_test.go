@@ -103,3 +103,28 @@ func TestVPCResolverIsTheVPCBasePlusTwo(t *testing.T) {
 		t.Error("a VPC without CIDRs gave a resolver")
 	}
 }
+
+// TestDNSProberImageHasWhatTheDNSTestsRun: the e2e DNS tests' probers run
+// `sh -c` scripts of dig, getent, seq, test and echo; an image without one
+// of them fails every DNS test with a confusing timeout.
+func TestDNSProberImageHasWhatTheDNSTestsRun(t *testing.T) {
+	for _, p := range []string{"/bin/busybox", "/usr/bin/dig", "/usr/bin/curl"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s is not installed (make conformance's Debian packages; .ci/run installs them): %v", p, err)
+		}
+	}
+	r, _, err := e2eImageRecipes["glibc-dns-testing"](E2EPrograms{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := layerFiles(t, r)
+	for _, want := range []string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq", "/bin/sleep", "/usr/bin/test", "/bin/echo", "/bin/nc", "/usr/bin/curl", "/etc/nsswitch.conf"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("the DNS prober image lacks %s", want)
+		}
+	}
+	// Debian's own programs win over busybox's applets of the same name.
+	if files["/bin/ip"] != "" {
+		t.Errorf("/bin/ip is a link to %s, want iproute2's program", files["/bin/ip"])
+	}
+}

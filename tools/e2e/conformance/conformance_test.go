@@ -7,7 +7,7 @@
 // does not touch and a two-core machine pays for in build time.
 //
 // The flags are the upstream binary's (--kubeconfig, --provider,
-// --report-dir, --ginkgo.focus, ...): `go test -c` of this package is
+// --report-dir, --ginkgo.focus, --list-images, ...): `go test -c` of this package is
 // used exactly as e2e.test is. The tests themselves are Kubernetes'
 // unmodified code at the release go.mod pins.
 package conformance
@@ -16,8 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sort"
-	"strings"
 	"testing"
 
 	"k8s.io/component-base/version"
@@ -28,7 +26,6 @@ import (
 	"k8s.io/kubernetes/test/e2e/framework/testfiles"
 	e2etestingmanifests "k8s.io/kubernetes/test/e2e/testing-manifests"
 	testfixtures "k8s.io/kubernetes/test/fixtures"
-	imageutils "k8s.io/kubernetes/test/utils/image"
 
 	// Constants the tests' labels use, frozen as upstream freezes them.
 	_ "k8s.io/kubernetes/test/e2e/feature"
@@ -47,24 +44,12 @@ import (
 
 func TestMain(m *testing.M) {
 	showVersion := flag.Bool("version", false, "print the Kubernetes release these tests come from and exit")
-	listImages := flag.Bool("list-images", false, "print every image the tests may run, one a line, as KUBE_TEST_REPO_LIST maps it, and exit")
 	config.CopyFlags(config.Flags, flag.CommandLine)
 	framework.RegisterCommonFlags(flag.CommandLine)
 	framework.RegisterClusterFlags(flag.CommandLine)
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version.Get())
-		os.Exit(0)
-	}
-	if *listImages {
-		// The cluster builds and imports exactly these names, so no
-		// test ever pulls.
-		var refs []string
-		for _, c := range imageutils.GetImageConfigs() {
-			refs = append(refs, c.GetE2EImage())
-		}
-		sort.Strings(refs)
-		fmt.Println(strings.Join(refs, "\n"))
 		os.Exit(0)
 	}
 	if flag.NArg() > 0 {
