@@ -239,20 +239,35 @@ func (r *rootfs) image(c imageConfig) (v1.Image, error) {
 	return mutate.ConfigFile(img, cfg)
 }
 
-// busybox adds Debian's busybox-static and a link for every applet it
-// has, where no file is yet: the shell and core utilities (sh, cat, seq,
-// sleep, test, wget, nslookup, hostname, ...) the tests' commands use.
+// busybox adds Debian's busybox-static and a link for every applet whose
+// name no program in the image has yet, in any directory: the core
+// utilities (cat, seq, sleep, test, wget, nslookup, hostname, ...) the
+// tests' commands use, never shadowing a real program (busybox's ip is
+// in /sbin, before iproute2's /bin/ip on PATH). The shell is Debian's
+// dash, not busybox's: Debian builds busybox-static with its "standalone
+// shell", whose ash runs its own applets before anything on PATH, so
+// `nc -v` in a test's script would reach busybox's nc, which has no -v.
 func (r *rootfs) busybox() error {
 	const bb = "/bin/busybox"
 	if err := r.program(bb, "busybox-static"); err != nil {
 		return err
 	}
+	if err := r.program("/bin/dash", "dash"); err != nil {
+		return err
+	}
+	r.symlink("/bin/sh", "dash")
 	out, err := runOutput(bb, "--list-full")
 	if err != nil {
 		return fmt.Errorf("busybox --list-full: %w", err)
 	}
+	have := map[string]bool{}
+	for p, e := range r.entries {
+		if e.typ != tar.TypeDir {
+			have[filepath.Base(p)] = true
+		}
+	}
 	for _, applet := range strings.Fields(out) {
-		if _, ok := r.entries[clean(applet)]; ok {
+		if have[filepath.Base(applet)] {
 			continue
 		}
 		r.symlink(applet, bb)

@@ -123,8 +123,16 @@ func TestDNSProberImageHasWhatTheDNSTestsRun(t *testing.T) {
 			t.Errorf("the DNS prober image lacks %s", want)
 		}
 	}
-	// Debian's own programs win over busybox's applets of the same name.
-	if files["/bin/ip"] != "" {
-		t.Errorf("/bin/ip is a link to %s, want iproute2's program", files["/bin/ip"])
+	// Debian's own programs win over busybox's applets of the same name,
+	// wherever busybox would put its applet: PATH has /sbin before /bin.
+	for _, p := range []string{"/bin/ip", "/bin/nc", "/usr/bin/nc", "/sbin/ip"} {
+		if files[p] == "/bin/busybox" {
+			t.Errorf("%s is busybox's applet, want the Debian program", p)
+		}
+	}
+	// The shell runs what PATH finds: busybox-static's own ash would run
+	// its applets first (nc without -v, the Services tests' probe).
+	if files["/bin/sh"] != "dash" {
+		t.Errorf("/bin/sh links to %q, want dash", files["/bin/sh"])
 	}
 }
