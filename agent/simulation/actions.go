@@ -29,6 +29,11 @@ func (st *steps) act() error {
 		}
 	}
 	up := r.agent != nil
+	if r.rng.IntN(8) == 0 {
+		if name := r.answeredPod(); name != "" {
+			return r.wire(name, r.pods[name])
+		}
+	}
 	w := r.rng.IntN(100)
 	switch {
 	case w < 14:
@@ -187,7 +192,7 @@ func (st *steps) finishPersist(ok bool) error {
 		if r.disk != nil && r.rng.IntN(4) == 0 {
 			r.older = append(r.older, r.disk)
 		}
-		r.disk = b
+		r.setDisk(b)
 	} else {
 		err = errors.New("simulated: write checkpoint: no space left on device")
 	}
@@ -202,9 +207,12 @@ func (st *steps) advance(d time.Duration) error {
 	r.clk.Advance(d)
 	r.clockMoves++
 	r.cloud.Tick()
+	if err := r.wireDue(); err != nil {
+		return err
+	}
 	var due []string
 	for name, p := range r.pods {
-		if p.req == 0 && p.state != podLive && !p.retryAt.IsZero() && !r.clk.Now().Before(p.retryAt) {
+		if p.req == 0 && (p.state == podAdding || p.state == podDeleting) && !p.retryAt.IsZero() && !r.clk.Now().Before(p.retryAt) {
 			due = append(due, name)
 		}
 	}
@@ -249,7 +257,7 @@ func (st *steps) crash() {
 	}
 	if a.persist != nil && r.rng.IntN(2) == 0 {
 		if b, err := checkpoint.Encode(a.persist.State); err == nil {
-			r.disk = b
+			r.setDisk(b)
 		}
 	}
 	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.do.settledPlan() && r.do.cloudMatchesPool() && r.do.nothingDue()
@@ -324,13 +332,19 @@ func (st *steps) restart() error {
 		keep = true
 	case mode < 14:
 		r.trace("restart: checkpoint deleted")
-		r.disk = nil
+		if err := r.operatorLosesCheckpoint(nil); err != nil {
+			return err
+		}
 	case mode < 17 && len(r.older) > 0:
 		r.trace("restart: an older checkpoint restored over the current one")
-		r.disk = r.older[r.rng.IntN(len(r.older))]
+		if err := r.operatorLosesCheckpoint(r.older[r.rng.IntN(len(r.older))]); err != nil {
+			return err
+		}
 	case mode < 20 && r.disk != nil:
 		r.trace("restart: checkpoint corrupted")
-		r.disk = append([]byte(nil), r.disk[:len(r.disk)/2]...)
+		if err := r.operatorLosesCheckpoint(append([]byte(nil), r.disk[:len(r.disk)/2]...)); err != nil {
+			return err
+		}
 	default:
 		keep = true
 	}
