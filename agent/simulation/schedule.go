@@ -157,7 +157,7 @@ func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) err
 		return err
 	}
 	if err := r.boot(); err != nil {
-		return r.fail("%s", err)
+		return r.violation(seed, err)
 	}
 	for r.step = 1; r.step <= opts.Steps; r.step++ {
 		if err := r.do.act(); err != nil {
