@@ -22,6 +22,7 @@ var (
 	first     = flag.Uint64("first", 1, "the first seed")
 	seed      = flag.Uint64("seed", 0, "replay this one seed, with a trace of every step under -v")
 	stepsFlag = flag.Int("steps", 150, "steps per schedule")
+	maxFail   = flag.Int("maxfail", 0, "stop handing out schedules after this many violations (0: play them all); make mutants needs only one")
 )
 
 // TestSimulation plays seeded schedules and checks the agent's invariants
@@ -45,6 +46,7 @@ func TestSimulation(t *testing.T) {
 	// two cores. It changes no schedule.
 	defer debug.SetGCPercent(debug.SetGCPercent(800))
 	var next, done atomic.Uint64
+	var stopped atomic.Bool
 	next.Store(*first)
 	end := *first + uint64(*seeds)
 	var mu sync.Mutex // guards failed and the output
@@ -55,7 +57,7 @@ func TestSimulation(t *testing.T) {
 		wg.Go(func() {
 			for {
 				s := next.Add(1) - 1
-				if s >= end {
+				if s >= end || stopped.Load() {
 					return
 				}
 				err := Run(ctx, topo, s, Options{Steps: *stepsFlag, GC: s%2 == 0})
@@ -70,6 +72,9 @@ func TestSimulation(t *testing.T) {
 					}
 					failed = append(failed, v)
 					fmt.Printf("VIOLATION %v\n", v)
+					if *maxFail > 0 && len(failed) >= *maxFail {
+						stopped.Store(true)
+					}
 				}
 				if n%progressEvery == 0 && n < uint64(*seeds) {
 					fmt.Printf("%d of %d schedules played, %d invariant violations so far (%s)\n", n, *seeds, len(failed), time.Since(start).Round(time.Second))
@@ -88,7 +93,7 @@ func TestSimulation(t *testing.T) {
 		}
 		t.Error(v)
 	}
-	fmt.Printf("%d schedules, %d invariant violations\n", *seeds, len(failed))
+	fmt.Printf("%d schedules, %d invariant violations\n", done.Load(), len(failed))
 }
 
 // progressEvery is how often a long run says how far it got.
