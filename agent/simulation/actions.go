@@ -42,6 +42,8 @@ func (st *steps) act() error {
 		return r.do.delPod()
 	case w < 50 && up && len(r.agent.jobs) > 0:
 		return r.do.runJob(r.rng.IntN(len(r.agent.jobs)), r.rng.IntN(20) == 0)
+	case w >= 59 && w < 62 && up && r.agent.persist != nil:
+		return r.do.diskStall()
 	case w < 62 && up && r.agent.persist != nil:
 		return r.do.finishPersist(r.rng.IntN(25) != 0)
 	case w < 80:
@@ -198,6 +200,29 @@ func (st *steps) finishPersist(ok bool) error {
 	}
 	r.trace("persist v%d ok=%v (%d entries)", p.Version, ok, len(p.State.Entries))
 	return r.stepAgent(nodestate.Persisted{Version: p.Version, Err: err})
+}
+
+// diskStall holds the checkpoint write in flight while minutes pass, as a
+// volume that stalls its fsync does: replies wait on it, EC2 and host
+// jobs go on, kubelet retries, and the reclaim clock runs past
+// ReclaimAfter. The invariants are checked at every turn.
+func (st *steps) diskStall() error {
+	r := st.r
+	r.trace("disk stalls with v%d in flight", r.agent.persist.Version)
+	for range 4 {
+		if err := r.do.advance(40 * time.Second); err != nil {
+			return err
+		}
+		for i := 0; len(r.agent.jobs) > 0 && i < 20; i++ {
+			if err := r.do.runJob(0, false); err != nil {
+				return err
+			}
+		}
+		if err := r.check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // advance moves time: the emulator completes attachments, kubelet retries
