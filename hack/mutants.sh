@@ -110,7 +110,7 @@ if [ $# -eq 0 ]; then
 		echo "# Mutants: the last result"
 		echo
 		echo "Written by \`make mutants\` (hack/mutants.sh, MUTANT_SEEDS=$seeds) at commit"
-		echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' plus uncommitted edits'), $(date -u +%Y-%m-%d). Each mutant is one edit of"
+		echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!mutants/RESULTS.md' || echo ' plus uncommitted edits'), $(date -u +%Y-%m-%d). Each mutant is one edit of"
 		echo "mutants/list applied to a scratch copy; its tests run in order and the first"
 		echo "failure catches it. \`sim\` is \`$sim\`."
 		echo
