@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo conformance
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo conformance mutants
 
 all: build
 
@@ -42,6 +42,17 @@ SEEDS ?= 10000
 SIMSTEPS ?= 100
 simtest:
 	$(GO) test -count=1 -v -timeout 30m -run '^TestSimulation$$' ./agent/simulation -seeds $(SEEDS) -steps $(SIMSTEPS)
+
+# mutants applies each one-line safety mutation of mutants/list to a
+# scratch copy of the tree (the working tree is never edited), runs that
+# mutant's tests (a focused go test, then a simtest of MUTANT_SEEDS that
+# stops at its first violation) and writes mutants/RESULTS.md. It fails
+# when a mutant survives that the list does not argue equivalent, or no
+# longer applies. MUTANTS=name... runs only those (RESULTS.md unchanged).
+MUTANT_SEEDS ?= 2000
+MUTANTS ?=
+mutants:
+	MUTANT_SEEDS=$(MUTANT_SEEDS) GO=$(GO) hack/mutants.sh $(MUTANTS)
 
 # scale-* play one scenario of package scale (issue 15): many real agents
 # against one EC2 emulator with the account's request buckets, in

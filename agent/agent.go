@@ -22,6 +22,8 @@ import (
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/budget/budgetapi"
+	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
@@ -129,6 +131,10 @@ type Agent struct {
 	ports *hostPortKeeper
 	// veths deletes the veths of deleted pods; nil leaves it to the plugin.
 	veths Veths
+	// saveCheckpoint replaces the checkpoint file durably (disk.Save). It
+	// is a field so a test can hand the store a write that blocks or
+	// fails and check that no reply leaves before the disk has answered.
+	saveCheckpoint func(path string, s checkpoint.State) error
 
 	mu sync.Mutex // guards below; never held across I/O
 	// replies routes each reply to the request that waits for it.
@@ -196,6 +202,8 @@ func New(o Options) (*Agent, error) {
 		kube:          o.Kube,
 		budget:        o.Budget,
 		veths:         o.Veths,
+
+		saveCheckpoint: disk.Save,
 	}
 	a.loop.a, a.views.a, a.starter.a, a.bridge.a, a.spender.a = a, a, a, a, a
 	a.ports = newHostPortKeeper(o.Config.HostPortPath(), o.HostPorts, o.Logger, o.Clock)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
-	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/clock"
 )
 
@@ -85,7 +84,10 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 }
 
 // store writes checkpoints, one at a time: every change made while one
-// is written rides the next, so concurrent Adds share an fsync.
+// is written rides the next, so concurrent Adds share an fsync. The
+// owner hears Persisted only after the write returned, with its error:
+// the replies waiting for that version leave on it, so reporting early
+// or dropping the error would answer Adds the disk does not hold.
 func (pt *ownerLoop) store(ctx context.Context, in <-chan nodestate.Persist) {
 	a := pt.a
 	for {
@@ -94,7 +96,7 @@ func (pt *ownerLoop) store(ctx context.Context, in <-chan nodestate.Persist) {
 			return
 		case p := <-in:
 			start := a.clk.Now()
-			err := disk.Save(a.cfg.CheckpointPath(), p.State)
+			err := a.saveCheckpoint(a.cfg.CheckpointPath(), p.State)
 			a.met.checkpointWrite.Observe(a.clk.Now().Sub(start).Seconds())
 			if err != nil {
 				a.met.checkpointErrors.Inc()

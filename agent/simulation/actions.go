@@ -29,6 +29,11 @@ func (st *steps) act() error {
 		}
 	}
 	up := r.agent != nil
+	if r.rng.IntN(8) == 0 {
+		if name := r.answeredPod(); name != "" {
+			return r.wire(name, r.pods[name])
+		}
+	}
 	w := r.rng.IntN(100)
 	switch {
 	case w < 14:
@@ -37,6 +42,8 @@ func (st *steps) act() error {
 		return r.do.delPod()
 	case w < 50 && up && len(r.agent.jobs) > 0:
 		return r.do.runJob(r.rng.IntN(len(r.agent.jobs)), r.rng.IntN(20) == 0)
+	case w >= 59 && w < 62 && up && r.agent.persist != nil:
+		return r.do.diskStall()
 	case w < 62 && up && r.agent.persist != nil:
 		return r.do.finishPersist(r.rng.IntN(25) != 0)
 	case w < 80:
@@ -187,12 +194,35 @@ func (st *steps) finishPersist(ok bool) error {
 		if r.disk != nil && r.rng.IntN(4) == 0 {
 			r.older = append(r.older, r.disk)
 		}
-		r.disk = b
+		r.setDisk(b)
 	} else {
 		err = errors.New("simulated: write checkpoint: no space left on device")
 	}
 	r.trace("persist v%d ok=%v (%d entries)", p.Version, ok, len(p.State.Entries))
 	return r.stepAgent(nodestate.Persisted{Version: p.Version, Err: err})
+}
+
+// diskStall holds the checkpoint write in flight while minutes pass, as a
+// volume that stalls its fsync does: replies wait on it, EC2 and host
+// jobs go on, kubelet retries, and the reclaim clock runs past
+// ReclaimAfter. The invariants are checked at every turn.
+func (st *steps) diskStall() error {
+	r := st.r
+	r.trace("disk stalls with v%d in flight", r.agent.persist.Version)
+	for range 4 {
+		if err := r.do.advance(40 * time.Second); err != nil {
+			return err
+		}
+		for i := 0; len(r.agent.jobs) > 0 && i < 20; i++ {
+			if err := r.do.runJob(0, false); err != nil {
+				return err
+			}
+		}
+		if err := r.check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // advance moves time: the emulator completes attachments, kubelet retries
@@ -202,9 +232,12 @@ func (st *steps) advance(d time.Duration) error {
 	r.clk.Advance(d)
 	r.clockMoves++
 	r.cloud.Tick()
+	if err := r.wireDue(); err != nil {
+		return err
+	}
 	var due []string
 	for name, p := range r.pods {
-		if p.req == 0 && p.state != podLive && !p.retryAt.IsZero() && !r.clk.Now().Before(p.retryAt) {
+		if p.req == 0 && (p.state == podAdding || p.state == podDeleting) && !p.retryAt.IsZero() && !r.clk.Now().Before(p.retryAt) {
 			due = append(due, name)
 		}
 	}
@@ -249,7 +282,7 @@ func (st *steps) crash() {
 	}
 	if a.persist != nil && r.rng.IntN(2) == 0 {
 		if b, err := checkpoint.Encode(a.persist.State); err == nil {
-			r.disk = b
+			r.setDisk(b)
 		}
 	}
 	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.do.settledPlan() && r.do.cloudMatchesPool() && r.do.nothingDue()
@@ -324,13 +357,19 @@ func (st *steps) restart() error {
 		keep = true
 	case mode < 14:
 		r.trace("restart: checkpoint deleted")
-		r.disk = nil
+		if err := r.operatorLosesCheckpoint(nil); err != nil {
+			return err
+		}
 	case mode < 17 && len(r.older) > 0:
 		r.trace("restart: an older checkpoint restored over the current one")
-		r.disk = r.older[r.rng.IntN(len(r.older))]
+		if err := r.operatorLosesCheckpoint(r.older[r.rng.IntN(len(r.older))]); err != nil {
+			return err
+		}
 	case mode < 20 && r.disk != nil:
 		r.trace("restart: checkpoint corrupted")
-		r.disk = append([]byte(nil), r.disk[:len(r.disk)/2]...)
+		if err := r.operatorLosesCheckpoint(append([]byte(nil), r.disk[:len(r.disk)/2]...)); err != nil {
+			return err
+		}
 	default:
 		keep = true
 	}

@@ -38,6 +38,9 @@ func (r *run) check() error {
 			}
 		}
 	}
+	if err := r.checkDurable(); err != nil {
+		return err
+	}
 	// I3: a restart with no pod change makes no mutating EC2 call.
 	if a := r.agent; a != nil && a.i3 && r.tr.mutationCount() != a.i3Base {
 		return r.fail("I3: %d mutating EC2 calls after a restart with no pod change", r.tr.mutationCount()-a.i3Base)
@@ -56,6 +59,10 @@ func (r *run) quiesce() error {
 	r.host.mu.Lock()
 	r.host.fail = false
 	r.host.mu.Unlock()
+	// The plugins finish wiring the pods they were answered for.
+	if err := r.wireAll(); err != nil {
+		return err
+	}
 	if r.agent == nil {
 		if err := r.boot(); err != nil {
 			return err

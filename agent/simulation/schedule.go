@@ -43,6 +43,9 @@ type podState int
 
 const (
 	podAdding podState = iota
+	// podAnswered: the agent answered the ADD and the plugin, a process
+	// of its own, has not wired the pod yet; the agent may crash meanwhile.
+	podAnswered
 	podLive
 	podDeleting
 )
@@ -55,6 +58,12 @@ type pod struct {
 	// in flight with the agent, 0 when none.
 	retryAt time.Time
 	req     uint64
+	// wireBy is when the plugin has wired an answered pod at the latest.
+	wireBy time.Time
+	// unchecked: the pod was answered before an operator lost the
+	// checkpoint (deleted, restored an older one, removed a corrupt one),
+	// so I7 cannot hold for it.
+	unchecked bool
 }
 
 // agentProc is one run of the agent process: its state machine and what
@@ -88,8 +97,11 @@ type run struct {
 	// operator could restore by mistake.
 	disk  []byte
 	older [][]byte
-	agent *agentProc
-	pods  map[string]*pod
+	// diskHolds is what disk holds, key to address, decoded when I7
+	// first asks after disk changed (setDisk); nil until then.
+	diskHolds map[ipam.Key]netip.Addr
+	agent     *agentProc
+	pods      map[string]*pod
 	// gone are keys of pods deleted for good, whose addresses must come
 	// back (I4).
 	gone    map[ipam.Key]bool
@@ -145,7 +157,7 @@ func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) err
 		return err
 	}
 	if err := r.boot(); err != nil {
-		return r.fail("%s", err)
+		return r.violation(seed, err)
 	}
 	for r.step = 1; r.step <= opts.Steps; r.step++ {
 		if err := r.do.act(); err != nil {
@@ -199,7 +211,8 @@ func (r *run) boot() error {
 			// vpcnetd stops and keeps the file aside; the operator moves
 			// it away and the agent starts as if it were lost.
 			r.trace("boot: corrupt checkpoint refused (%v); operator removes it", err)
-			r.disk, missing = nil, true
+			r.setDisk(nil)
+			missing = true
 			st = checkpoint.State{}
 		}
 	}
@@ -331,17 +344,12 @@ func (r *run) reply(rep nodestate.Reply) error {
 		if !r.attachedInEC2(rep.Assignment.Addr) {
 			return r.fail("ADD of %s got %s, which is on no ENI attached in EC2", name, rep.Assignment.Addr)
 		}
-		r.host.mu.Lock()
-		other, taken := r.host.routes[rep.Assignment.Addr]
-		if !taken {
-			r.host.routes[rep.Assignment.Addr] = name
+		p.state, p.addr, p.retryAt = podAnswered, rep.Assignment.Addr, time.Time{}
+		p.wireBy = r.clk.Now().Add(wireDelays[r.rng.IntN(len(wireDelays))])
+		r.trace("ADD %s answered %s; the plugin wires it by %s", name, p.addr, p.wireBy.Format("15:04:05.000"))
+		if r.rng.IntN(3) == 0 {
+			return r.wire(name, p) // the plugin was quick
 		}
-		r.host.mu.Unlock()
-		if taken {
-			return r.fail("I1: %s given %s, which live pod %s holds", name, rep.Assignment.Addr, other)
-		}
-		p.state, p.addr = podLive, rep.Assignment.Addr
-		r.trace("ADD %s → %s", name, p.addr)
 	case podDeleting:
 		if rep.Err != nil {
 			r.trace("DEL %s failed: %v; kubelet retries", name, rep.Err)
