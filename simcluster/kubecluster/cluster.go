@@ -201,6 +201,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), base+"-control-plane", opts.Bins, ca); err != nil {
 		return nil, err
 	}
+	resolver, err := vpcResolver(opts.Sim.Topology.VPC.CIDRs)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.ControlPlaneOnly {
+		if err := c.cp.startVPCResolver(resolver, opts.Sim.Topology.Region); err != nil {
+			return nil, err
+		}
+	}
 	c.Kubeconfig = filepath.Join(st.StateDir, "kubeconfig")
 	if err := writeKubeconfig(c.Kubeconfig, c.cp.LocalURL(), ca.PEM(), admin); err != nil {
 		return nil, err
@@ -234,10 +243,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 		opts.E2E.Unbuilt = unbuilt
 		imports = append(imports, e2e...)
-	}
-	resolver, err := vpcResolver(opts.Sim.Topology.VPC.CIDRs)
-	if err != nil {
-		return nil, err
 	}
 	region := opts.Sim.Topology.Region
 	var want []string

@@ -3,6 +3,7 @@ package kubecluster
 import (
 	"archive/tar"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -134,5 +135,30 @@ func TestDNSProberImageHasWhatTheDNSTestsRun(t *testing.T) {
 	// its applets first (nc without -v, the Services tests' probe).
 	if files["/bin/sh"] != "dash" {
 		t.Errorf("/bin/sh links to %q, want dash", files["/bin/sh"])
+	}
+}
+
+// TestVPCResolverAnswersEC2NamesAndNothingElse: the resolver's
+// configuration answers the region's private DNS names from the name
+// itself, says NXDOMAIN for everything else (a search domain that gets
+// no answer at all, or REFUSED, stops dig's +search walk: every e2e DNS
+// probe of a cluster name then fails), and listens only on the VPC's .2.
+func TestVPCResolverAnswersEC2NamesAndNothingElse(t *testing.T) {
+	conf, err := vpcResolverCorefile(netip.MustParseAddr("10.0.0.2"), "us-west-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"bind 10.0.0.2",
+		`match "^ip-(\d+)-(\d+)-(\d+)-(\d+)[.]us-west-2[.]compute[.]internal[.]$"`,
+		`answer "{{ .Name }} 60 IN A {{ index .Match 1 }}.{{ index .Match 2 }}.{{ index .Match 3 }}.{{ index .Match 4 }}"`,
+		"template ANY ANY {\n        rcode NXDOMAIN",
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("Corefile lacks %q:\n%s", want, conf)
+		}
+	}
+	if strings.Contains(conf, "forward") {
+		t.Errorf("the VPC resolver forwards somewhere outside the local cloud:\n%s", conf)
 	}
 }
