@@ -184,8 +184,8 @@ cluster-demo: build-image-bins kube-bins
 # nginx-light, which must be installed (.ci/run installs them). Root.
 CONFORMANCE ?= network
 conformance: build-image-bins kube-bins
-	e2e="$$(hack/kube-build.sh e2e.test)" && agnhost="$$(hack/kube-build.sh agnhost)" && \
-	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_E2E_TEST="$$e2e" VPCNET_AGNHOST="$$agnhost" \
+	e2e="$$(hack/kube-build.sh e2e.test)" && agnhost="$$(hack/kube-build.sh agnhost)" && ginkgo="$$(hack/kube-build.sh ginkgo)" && \
+	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_E2E_TEST="$$e2e" VPCNET_AGNHOST="$$agnhost" VPCNET_GINKGO="$$ginkgo" \
 	CONFORMANCE=$(CONFORMANCE) CONFORMANCE_COMMAND="make conformance$(if $(filter-out network,$(CONFORMANCE)), CONFORMANCE=$(CONFORMANCE))" \
 	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,) \
 	$(GO) test -count=1 -v -timeout 150m -run '^TestConformance$$' ./conformance

@@ -24,6 +24,8 @@ const (
 	envSimBin  = "VPCNET_SIM_BIN_DIR"  // bin: vpcnet's programs
 	envE2ETest = "VPCNET_E2E_TEST"     // hack/kube-build.sh e2e.test
 	envAgnhost = "VPCNET_AGNHOST"      // hack/kube-build.sh agnhost
+	envGinkgo  = "VPCNET_GINKGO"       // hack/kube-build.sh ginkgo
+	envProcs   = "CONFORMANCE_PROCS"   // parallel suite processes (3 when unset)
 	envSel     = "CONFORMANCE"         // a name in Selections
 	envReport  = "CONFORMANCE_REPORT"  // where to write the markdown report (optional)
 	envCommand = "CONFORMANCE_COMMAND" // the command the report names
@@ -47,9 +49,15 @@ seed: 1
 // cluster of the local cloud and fails if any of them fails. Only `make
 // conformance` runs it.
 func TestConformance(t *testing.T) {
-	kubeBin, simBin, e2eTest, agnhost := os.Getenv(envKubeBin), os.Getenv(envSimBin), os.Getenv(envE2ETest), os.Getenv(envAgnhost)
-	if kubeBin == "" || simBin == "" || e2eTest == "" || agnhost == "" {
-		t.Skip("the conformance run needs " + envKubeBin + ", " + envSimBin + ", " + envE2ETest + " and " + envAgnhost + ": run it with `make conformance`")
+	kubeBin, simBin, e2eTest, agnhost, ginkgo := os.Getenv(envKubeBin), os.Getenv(envSimBin), os.Getenv(envE2ETest), os.Getenv(envAgnhost), os.Getenv(envGinkgo)
+	if kubeBin == "" || simBin == "" || e2eTest == "" || agnhost == "" || ginkgo == "" {
+		t.Skip("the conformance run needs " + envKubeBin + ", " + envSimBin + ", " + envE2ETest + ", " + envAgnhost + " and " + envGinkgo + ": run it with `make conformance`")
+	}
+	procs := 3
+	if v := os.Getenv(envProcs); v != "" {
+		if _, err := fmt.Sscan(v, &procs); err != nil || procs < 1 {
+			t.Fatalf("%s=%q: want a number of processes, 1 or more", envProcs, v)
+		}
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("the conformance run needs root (network and mount namespaces, cgroups)")
@@ -124,7 +132,8 @@ func TestConformance(t *testing.T) {
 
 	reportDir := filepath.Join(state, "report")
 	logPath := filepath.Join(state, "e2e.log")
-	if err := runSuite(ctx, t, c, sel, e2eTest, filepath.Join(kubeBin, "kubectl"), repoList, reportDir, logPath); err != nil {
+	suite := suiteRun{ginkgo: ginkgo, procs: procs, e2eTest: e2eTest, kubectl: filepath.Join(kubeBin, "kubectl"), repoList: repoList, reportDir: reportDir, log: logPath}
+	if err := suite.run(ctx, t, c, sel); err != nil {
 		t.Logf("e2e.test: %v (log %s)", err, logPath)
 	}
 	f, err := os.Open(filepath.Join(reportDir, "junit_01.xml"))
@@ -178,33 +187,45 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// runSuite runs e2e.test inside the VPC router's network namespace, where
-// the control plane runs: the suite reaches the API server at the
-// cluster endpoint and pods through the VPC, as a runner inside an EKS
-// cluster's VPC does, and nothing it sends leaves the local cloud.
-func runSuite(ctx context.Context, t *testing.T, c *kubecluster.Cluster, sel Selection, e2eTest, kubectl, repoList, reportDir, logPath string) error {
-	log, err := os.Create(logPath)
+// suiteRun is how the suite is run: the programs, the number of parallel
+// processes, and where its report and log go.
+type suiteRun struct {
+	ginkgo, e2eTest, kubectl string
+	procs                    int
+	repoList, reportDir, log string
+}
+
+// run runs e2e.test under ginkgo's parallel runner, as upstream's CI does
+// (the selections hold no [Serial] test), inside the VPC router's network
+// namespace, where the control plane runs: the suite reaches the API
+// server at the cluster endpoint and pods through the VPC, as a runner
+// inside an EKS cluster's VPC does, and nothing it sends leaves the local
+// cloud.
+func (s suiteRun) run(ctx context.Context, t *testing.T, c *kubecluster.Cluster, sel Selection) error {
+	log, err := os.Create(s.log)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
 	args := []string{
 		"--net=" + c.Sim.Fabric.RouterNS(), "--",
-		e2eTest,
+		s.ginkgo,
+		fmt.Sprintf("--procs=%d", s.procs),
+		"--focus=" + sel.GinkgoFocus(),
+		"--skip=" + sel.GinkgoSkip(),
+		"--no-color",
+		"-v",
+		"--timeout=4h",
+		s.e2eTest, "--",
 		"--kubeconfig=" + c.VPCKubeconfig,
-		"--kubectl-path=" + kubectl,
+		"--kubectl-path=" + s.kubectl,
 		"--provider=local",
-		"--report-dir=" + reportDir,
+		"--report-dir=" + s.reportDir,
 		"--dump-logs-on-failure=false",
-		"--ginkgo.focus=" + sel.GinkgoFocus(),
-		"--ginkgo.skip=" + sel.GinkgoSkip(),
-		"--ginkgo.no-color",
-		"--ginkgo.v",
-		"--ginkgo.timeout=4h",
 	}
 	t.Logf("running nsenter %s", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
-	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList, "KUBECONFIG="+c.VPCKubeconfig)
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+s.repoList, "KUBECONFIG="+c.VPCKubeconfig)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Interrupted: SIGTERM first, so Ginkgo reports what it ran.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

@@ -9,12 +9,12 @@
 #   kubelet kube-proxy kube-controller-manager
 #   kube-scheduler kubectl                                tools/kubernetes
 #   containerd containerd-shim-runc-v2 ctr crictl         tools/containerd
-#   e2e.test agnhost                                      tools/e2e
+#   e2e.test agnhost ginkgo                               tools/e2e
 #   coredns                                               tools/coredns
 #
 # `hack/kube-build.sh all` builds every one but crictl and the conformance
-# programs (e2e.test and agnhost; `hack/kube-build.sh conformance` builds
-# those) and prints one path a line. e2e.test is `go test -c` of
+# programs (e2e.test, agnhost and the ginkgo runner that runs e2e.test in
+# parallel processes; `hack/kube-build.sh conformance` builds those) and prints one path a line. e2e.test is `go test -c` of
 # tools/e2e/conformance; its cache key also carries a hash of that
 # package and its go.sum, so a change to the test main rebuilds it. The cache is keyed by the program's module version
 # and the Go version, in $VPCNET_CACHE_DIR, else /var/cache/vpcnet when
@@ -34,7 +34,7 @@ go="${GO:-go}"
 # poking at a node's CRI by hand: crictl --runtime-endpoint
 # unix://STATE/kube/NODE/root/run_containerd/containerd.sock).
 all=(kube-apiserver kubelet kube-proxy kube-controller-manager kube-scheduler kubectl containerd containerd-shim-runc-v2 ctr coredns)
-conformance=(e2e.test agnhost)
+conformance=(e2e.test agnhost ginkgo)
 
 if [ $# -ne 1 ]; then
 	echo "usage: kube-build.sh PROGRAM|all|conformance (programs: ${all[*]} ${conformance[*]} crictl)" >&2
@@ -82,6 +82,11 @@ agnhost)
 	module="$root/tools/e2e"
 	modpath=k8s.io/kubernetes
 	pkg=k8s.io/kubernetes/test/images/agnhost
+	;;
+ginkgo)
+	module="$root/tools/e2e"
+	modpath=github.com/onsi/ginkgo/v2
+	pkg=github.com/onsi/ginkgo/v2/ginkgo
 	;;
 coredns)
 	module="$root/tools/coredns"

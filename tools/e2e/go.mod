@@ -19,7 +19,10 @@ go 1.26.0
 
 godebug default=go1.26
 
-tool k8s.io/kubernetes/test/images/agnhost
+tool (
+	github.com/onsi/ginkgo/v2/ginkgo
+	k8s.io/kubernetes/test/images/agnhost
+)
 
 require (
 	k8s.io/component-base v0.37.2
