@@ -180,7 +180,7 @@ cluster-demo: build-image-bins kube-bins
 # runs. e2e.test and agnhost are built from the Go module proxy at the
 # cluster's Kubernetes release (tools/e2e) and cached like the other
 # programs; the e2e images are made of them and of Debian's busybox-static,
-# bind9-dnsutils, curl, netcat-openbsd, iproute2, socat, conntrack and
+# bind9-dnsutils, curl, wget, netcat-openbsd, iproute2, socat, conntrack and
 # nginx-light, which must be installed (.ci/run installs them). Root.
 CONFORMANCE ?= network
 conformance: build-image-bins kube-bins

@@ -126,7 +126,7 @@ http {
 }
 
 // toolbox is a root file system with busybox's shell and utilities and
-// Debian's dig, getent, curl, nc, ip, ss, bash, socat and conntrack: what
+// Debian's dig, getent, curl, wget, nc, ip, ss, bash, socat and conntrack: what
 // the sig-network tests run inside agnhost and the DNS probers.
 func toolbox() (*rootfs, error) {
 	r := newRootfs()
@@ -134,6 +134,10 @@ func toolbox() (*rootfs, error) {
 		{"/usr/bin/dig", "bind9-dnsutils"},
 		{"/usr/bin/getent", "libc-bin"},
 		{"/usr/bin/curl", "curl"},
+		// Not busybox-static's wget: statically linked against glibc,
+		// it crashes (SIGSEGV) loading glibc's NSS modules to resolve
+		// the URL's service, and the Services tests probe with wget.
+		{"/usr/bin/wget", "wget"},
 		{"/bin/nc.openbsd", "netcat-openbsd"},
 		{"/bin/ip", "iproute2"},
 		{"/bin/ss", "iproute2"},

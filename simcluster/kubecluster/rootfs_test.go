@@ -109,7 +109,7 @@ func TestVPCResolverIsTheVPCBasePlusTwo(t *testing.T) {
 // `sh -c` scripts of dig, getent, seq, test and echo; an image without one
 // of them fails every DNS test with a confusing timeout.
 func TestDNSProberImageHasWhatTheDNSTestsRun(t *testing.T) {
-	for _, p := range []string{"/bin/busybox", "/usr/bin/dig", "/usr/bin/curl"} {
+	for _, p := range []string{"/bin/busybox", "/usr/bin/dig", "/usr/bin/curl", "/usr/bin/wget"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Skipf("%s is not installed (make conformance's Debian packages; .ci/run installs them): %v", p, err)
 		}
@@ -126,7 +126,7 @@ func TestDNSProberImageHasWhatTheDNSTestsRun(t *testing.T) {
 	}
 	// Debian's own programs win over busybox's applets of the same name,
 	// wherever busybox would put its applet: PATH has /sbin before /bin.
-	for _, p := range []string{"/bin/ip", "/bin/nc", "/usr/bin/nc", "/sbin/ip"} {
+	for _, p := range []string{"/bin/ip", "/bin/nc", "/usr/bin/nc", "/sbin/ip", "/usr/bin/wget", "/bin/wget"} {
 		if files[p] == "/bin/busybox" {
 			t.Errorf("%s is busybox's applet, want the Debian program", p)
 		}
