@@ -33,6 +33,9 @@ type Result struct {
 	// suite's own skip message) or how it failed (the failure's first
 	// lines).
 	Reason string
+	// BySelection marks a test skipped by the selection (a reason about
+	// the local cloud); a test the suite itself skipped lacks it.
+	BySelection bool
 	// SuiteNode marks the suite's own set-up or tear-down (kept only when
 	// it failed).
 	SuiteNode bool
@@ -125,7 +128,7 @@ func firstLines(s string, n int) string {
 }
 
 // Select keeps the results of the tests a selection chose, in name order:
-// those its focus matches and, of those, the ones it skips are marked
+// those its focus matches and its exclusions do not and, of those, the ones it skips are marked
 // skipped with the selection's reason (the suite reports them skipped
 // with no reason of ours).
 func Select(results []Result, sel Selection) []Result {
@@ -135,11 +138,11 @@ func Select(results []Result, sel Selection) []Result {
 			out = append(out, r) // failed: every test after it is in doubt
 			continue
 		}
-		if !sel.Focus.MatchString(r.Name) {
+		if !sel.Focus.MatchString(r.Name) || (sel.Exclude != nil && sel.Exclude.MatchString(r.Name)) {
 			continue
 		}
 		if why := sel.skipReason(r.Name); why != "" {
-			r.Status, r.Reason = Skipped, why
+			r.Status, r.Reason, r.BySelection = Skipped, why, true
 		} else if r.Status == Skipped && r.Reason == "" {
 			r.Reason = "skipped by the suite"
 		}

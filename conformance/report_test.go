@@ -22,6 +22,9 @@ In [It] at: service.go:123</failure>
     <testcase name="[It] [sig-network] LoadBalancers should be able to create an internal type load balancer" classname="Kubernetes e2e suite" status="skipped" time="0">
       <skipped message="skipped"></skipped>
     </testcase>
+    <testcase name="[It] [sig-network] Networking should update nodePort: http [Slow]" classname="Kubernetes e2e suite" status="skipped" time="0">
+      <skipped message="skipped"></skipped>
+    </testcase>
     <testcase name="[It] [sig-storage] CSI should mount a volume" classname="Kubernetes e2e suite" status="skipped" time="0">
       <skipped message="skipped"></skipped>
     </testcase>
@@ -32,9 +35,10 @@ In [It] at: service.go:123</failure>
 </testsuites>`
 
 var sampleSelection = Selection{
-	Name:  "sample",
-	Focus: regexp.MustCompile(`\[sig-network\]`),
-	Skips: []Skip{{Pattern: `LoadBalancer`, Reason: "no cloud load balancer"}},
+	Name:    "sample",
+	Focus:   regexp.MustCompile(`\[sig-network\]`),
+	Exclude: regexp.MustCompile(`\[Slow\]`),
+	Skips:   []Skip{{Pattern: `LoadBalancer`, Reason: "no cloud load balancer"}},
 }
 
 func TestReportShowsEachSelectedTestWithItsOutcomeAndReason(t *testing.T) {
@@ -59,6 +63,9 @@ func TestReportShowsEachSelectedTestWithItsOutcomeAndReason(t *testing.T) {
 		if g.Name != want[i].Name || g.Status != want[i].Status || !strings.Contains(g.Reason, want[i].Reason) {
 			t.Errorf("result %d = %+v, want %+v", i, g, want[i])
 		}
+	}
+	if !got[2].BySelection || got[1].BySelection {
+		t.Errorf("skipped by the selection: %v for the LoadBalancer test, %v for the DNS test", got[2].BySelection, got[1].BySelection)
 	}
 	if got[1].Duration != 12200*time.Millisecond {
 		t.Errorf("DNS test took %s, want 12.2s", got[1].Duration)
@@ -95,7 +102,7 @@ func TestMarkdownNamesTheCommandTheSkipsAndEveryTest(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", s, md)
 		}
 	}
-	if strings.Contains(md, "sig-storage") {
+	if strings.Contains(md, "sig-storage") || strings.Contains(md, "[Slow]") {
 		t.Errorf("report lists a test outside the selection:\n%s", md)
 	}
 }
