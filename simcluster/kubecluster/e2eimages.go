@@ -188,6 +188,7 @@ func buildE2EImages(dir string, refs []string, p E2EPrograms, pause string) (arc
 		}
 		byName[n] = append(byName[n], tag)
 	}
+	sort.Strings(unbuilt)
 	names := make([]string, 0, len(byName))
 	for n := range byName {
 		names = append(names, n)
