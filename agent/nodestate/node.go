@@ -100,6 +100,16 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	n.unmanaged.set(n, boot.Unmanaged)
 	n.cloud.grow.seed = hashID(cfg.InstanceID)
 	n.cloud.shrink.seed = n.cloud.grow.seed ^ 1
+	// After a boot the pool gives nothing back for one cooldown: the
+	// demand the previous run planned with (the pods the API server has
+	// bound here, Adds about to come) is not heard yet, and an ENI
+	// detached now would be attached again for them. Before release
+	// times were kept, every free address cooled this long after a
+	// restart, which held shrinking the same way; new pods are served at
+	// once either way.
+	if !boot.CheckpointMissing {
+		n.cloud.shrink.until = now.Add(cfg.Cooldown)
+	}
 	n.ckAddrs = make(map[netip.Addr]bool, len(boot.Checkpoint.Entries))
 	for _, e := range boot.Checkpoint.Entries {
 		n.ckAddrs[e.Addr] = true
