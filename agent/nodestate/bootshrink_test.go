@@ -63,3 +63,35 @@ func TestARestartGivesNothingBackBeforeItHearsTheBoundPods(t *testing.T) {
 		t.Errorf("the ENI eight bound pods are about to use was given back (%d jobs): %+v", k, jobs)
 	}
 }
+
+// TestARestartFromACheckpointWithoutReleaseTimesDoesNotGrowThePool: a
+// checkpoint that does not say when its addresses were freed (aws-node's
+// ipam.json, or one written before release times were kept) makes every
+// free address cool after the restart; those are still the pool's
+// addresses, and counting them as missing would attach an ENI at every
+// restart (I3). Kept for make mutants' restart-grows-pool, which the
+// simulation, whose checkpoints now carry release times, no longer
+// reaches.
+func TestARestartFromACheckpointWithoutReleaseTimesDoesNotGrowThePool(t *testing.T) {
+	cfg := testConfig()
+	second := ENIInfo{ID: "eni-s", DeviceIndex: 1, SubnetID: "subnet-a", SubnetCIDR: netip.MustParsePrefix("10.0.0.0/24"),
+		PrimaryIP: netip.MustParseAddr("10.0.0.20"), AttachmentID: "att-s", DeleteOnTermination: true, CreatedAt: t0.Add(-time.Hour),
+		Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.21/32"), netip.MustParsePrefix("10.0.0.22/32"), netip.MustParsePrefix("10.0.0.23/32")}}
+	primary := primaryENI("10.0.0.5/32", "10.0.0.6/32", "10.0.0.7/32")
+	ck := checkpoint.State{Entries: []checkpoint.Entry{{Key: podKey(0), Addr: netip.MustParseAddr("10.0.0.5"),
+		Pod: ipam.Pod{Namespace: "default", Name: "p0"}, AssignedAt: t0.Add(-time.Hour)}}}
+	now := t0.Add(2 * time.Hour)
+	n, err := New(cfg, Boot{Checkpoint: ck, ENIs: []ENIInfo{primary, second}, Routed: []Route{{Addr: netip.MustParseAddr("10.0.0.5")}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := n.View(now).Stats; st.Cooling == 0 {
+		t.Fatalf("nothing cools after a restart from a checkpoint without release times: %+v", st)
+	}
+	jobs, _ := drain(t, n, now)
+	for _, j := range jobs {
+		if j.Kind == JobAction && (j.Action.Kind == ipam.AttachENI || j.Action.Kind == ipam.AssignBlocks) {
+			t.Errorf("a restart with no pod change grows the pool: %s", j.Action)
+		}
+	}
+}
