@@ -1,9 +1,7 @@
 package kubecluster
 
 import (
-	"archive/tar"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,26 +71,9 @@ func TestStaticImage(t *testing.T) {
 	if !slices.Equal(cfg.Config.Entrypoint, VpcnetImageSpec.Entrypoint) || cfg.Config.User != VpcnetImageSpec.User || cfg.OS != "linux" {
 		t.Errorf("config: entrypoint %v user %q os %q", cfg.Config.Entrypoint, cfg.Config.User, cfg.OS)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers %d, %v", len(layers), err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	files := map[string]int64{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		files["/"+h.Name] = h.Mode
+	for p, h := range imageLayer(t, img) {
+		files[p] = h.Mode
 	}
 	for _, p := range VpcnetImageSpec.Programs {
 		path := filepath.Join(VpcnetImageSpec.Dir, p)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // layerFiles lists the paths in an image's only layer, with each link's
@@ -17,6 +19,16 @@ func layerFiles(t *testing.T, r *rootfs) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]string{}
+	for p, h := range imageLayer(t, img) {
+		out[p] = h.Linkname
+	}
+	return out
+}
+
+// imageLayer reads the headers of an image's only layer, by path.
+func imageLayer(t *testing.T, img v1.Image) map[string]*tar.Header {
+	t.Helper()
 	layers, err := img.Layers()
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers %d, %v", len(layers), err)
@@ -26,7 +38,7 @@ func layerFiles(t *testing.T, r *rootfs) map[string]string {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	out := map[string]string{}
+	out := map[string]*tar.Header{}
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
@@ -36,7 +48,7 @@ func layerFiles(t *testing.T, r *rootfs) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out["/"+strings.TrimSuffix(h.Name, "/")] = h.Linkname
+		out["/"+strings.TrimSuffix(h.Name, "/")] = h
 	}
 }
 
