@@ -149,8 +149,7 @@ func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
 const maxLeftoverRetry = time.Minute
 
 // deleteLeftover starts deleting an ENI whose attach failed.
-func (x *cloudView) deleteLeftover(eniID string, now time.Time) {
-	n := x.n
+func (n *Node) deleteLeftover(eniID string, now time.Time) {
 	n.log.Warn("ENI whose attach failed could not be deleted; deleting it until EC2 confirms", "eni", eniID)
 	n.cloud.leftovers[eniID] = 0
 	n.jobs.schedule(now.Add(time.Second), Job{Kind: JobDeleteENI, ENIID: eniID})
@@ -159,8 +158,7 @@ func (x *cloudView) deleteLeftover(eniID string, now time.Time) {
 // leftoverDeleted takes in a delete of a leftover ENI: done once EC2 says
 // it is gone, or once it turns out EC2 attached it after all (the resync
 // adopts it, and it is the pool's); otherwise tried again, backing off.
-func (x *cloudView) leftoverDeleted(j Job, ev DeleteResult, now time.Time) {
-	n := x.n
+func (n *Node) leftoverDeleted(j Job, ev DeleteResult, now time.Time) {
 	c := &n.cloud
 	if ev.Err == nil && !ev.NotYet {
 		delete(c.leftovers, j.ENIID)
@@ -479,7 +477,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 			n.cloud.resyncSoonFromEC2(now)
 			n.cloud.devices[j.Device] = true
 			if ev.Leftover != "" {
-				n.cloud.deleteLeftover(ev.Leftover, now)
+				n.deleteLeftover(ev.Leftover, now)
 			}
 			return
 		}
@@ -636,7 +634,7 @@ func (x *results) onDelete(ev DeleteResult, now time.Time) {
 	n := x.n
 	j, _ := n.jobs.done(ev.JobID)
 	if _, ok := n.cloud.leftovers[j.ENIID]; ok {
-		n.cloud.leftoverDeleted(j, ev, now)
+		n.leftoverDeleted(j, ev, now)
 		return
 	}
 	if ev.Err == nil && !ev.NotYet {

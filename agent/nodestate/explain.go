@@ -81,7 +81,7 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	// Whatever ran out, addresses held for pods the host no longer has
 	// are the first thing an operator should know: a larger instance
 	// type does not fix a node whose DELs were lost.
-	if k, due := n.host.heldForGone(now); k > 0 {
+	if k, due := n.heldForGone(now); k > 0 {
 		e.Detail += fmt.Sprintf("; %d address(es) are held for pods the host no longer has (no route to them, and no DEL or CNI GC came): each is released once missing for VPCNET_RECLAIM_AFTER=%s, the first at %s",
 			k, n.cfg.ReclaimAfter, due.UTC().Format(time.RFC3339))
 	}

@@ -222,8 +222,7 @@ func maxTime(a, b time.Time) time.Time {
 // answeredNow records that key's Add was answered at now: before the
 // plugin wires the pod its route is missing for good reason, so the
 // reclaim clock starts again from here (and on disk with the next write).
-func (x *hostView) answeredNow(key ipam.Key, now time.Time) {
-	n := x.n
+func (n *Node) answeredNow(key ipam.Key, now time.Time) {
 	n.host.answered[key] = now
 	if _, was := n.host.unrouted[key]; was {
 		delete(n.host.unrouted, key)
@@ -235,8 +234,7 @@ func (x *hostView) answeredNow(key ipam.Key, now time.Time) {
 // routed for a while (pods deleted while no DEL reached the agent), and
 // when the first of them is reclaimed. A while is longer than an Add
 // may wait: a pod being wired is missing only for moments.
-func (x *hostView) heldForGone(now time.Time) (int, time.Time) {
-	n := x.n
+func (n *Node) heldForGone(now time.Time) (int, time.Time) {
 	var first time.Time
 	k := 0
 	for key, since := range n.host.unrouted {

@@ -83,7 +83,7 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 		}
 		n.dur.after(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
 			if ok {
-				n.host.answeredNow(key, n.last)
+				n.answeredNow(key, n.last)
 			}
 		})
 		return
@@ -132,7 +132,7 @@ func (x *requests) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Tim
 	eni, _ := n.pool.ENI(as.ENIID)
 	n.dur.after(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
 		if ok {
-			n.host.answeredNow(key, n.last)
+			n.answeredNow(key, n.last)
 			n.log.Info("assigned", "key", key.String(), "pod", pod.String(), "addr", as.Addr.String(), "eni", as.ENIID)
 			return
 		}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -91,17 +90,9 @@ func buildImages(ctx context.Context, dir, binDir, repoRoot string, bins Binarie
 	return archives, nil
 }
 
-// staticImage is one layer holding the spec's programs from srcDir, plus
+// staticRootfs is one layer holding the spec's programs from srcDir, plus
 // what a distroless static base gives a program (/etc/passwd, /etc/group,
 // a writable /tmp), and a config with the entrypoint and user.
-func staticImage(spec ImageSpec, srcDir string) (v1.Image, error) {
-	r, cfg, err := staticRootfs(spec, srcDir)
-	if err != nil {
-		return nil, err
-	}
-	return r.image(cfg)
-}
-
 func staticRootfs(spec ImageSpec, srcDir string) (*rootfs, imageConfig, error) {
 	r := newRootfs()
 	r.dir("/usr/local/bin", 0o755)

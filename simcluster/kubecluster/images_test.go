@@ -60,7 +60,11 @@ func TestStaticImage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	img, err := staticImage(VpcnetImageSpec, src)
+	r, c, err := staticRootfs(VpcnetImageSpec, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := r.image(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,7 @@ func TestStaticImage(t *testing.T) {
 			t.Errorf("%s missing or not executable in the layer (%v)", path, files)
 		}
 	}
-	if _, err := staticImage(VpcnetImageSpec, t.TempDir()); err == nil || !strings.Contains(err.Error(), "is not built") {
+	if _, _, err := staticRootfs(VpcnetImageSpec, t.TempDir()); err == nil || !strings.Contains(err.Error(), "is not built") {
 		t.Errorf("image from an empty directory: %v, want an error naming the missing program", err)
 	}
 }
