@@ -96,3 +96,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+require go4.org/netipx v0.0.0-20260823151212-3075585bcbeb // indirect

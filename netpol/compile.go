@@ -1,0 +1,339 @@
+package netpol
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"go4.org/netipx"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Compile returns the verdicts of the local pods under the cluster's
+// policies. Local pods without an address, and host-network ones, are
+// left out: nothing routes to them through the pod network.
+func Compile(c *Cluster, local []Local, mode Mode) Ruleset {
+	ix := index(c)
+	var rs Ruleset
+	for _, l := range local {
+		p := l.Pod
+		if !p.IP.IsValid() || p.HostNetwork {
+			continue
+		}
+		ref := PodRef{Namespace: p.Namespace, Name: p.Name, IP: p.IP}
+		if l.Unknown {
+			if mode == Strict {
+				rs.Pods = append(rs.Pods, PodRules{Pod: ref, Ingress: &Isolation{}, Egress: &Isolation{}})
+			}
+			continue
+		}
+		r := ix.rulesOf(p)
+		if r.Ingress == nil && r.Egress == nil {
+			continue
+		}
+		r.Pod = ref
+		rs.Pods = append(rs.Pods, r)
+	}
+	slices.SortFunc(rs.Pods, func(a, b PodRules) int { return a.Pod.IP.Compare(b.Pod.IP) })
+	return rs
+}
+
+// indexed is the cluster arranged for lookups: policies and pods by
+// namespace, selectors parsed once.
+type indexed struct {
+	namespaces map[string]labels.Set
+	pods       map[string][]Pod // by namespace
+	policies   map[string][]*policy
+}
+
+type policy struct {
+	key      string
+	ns       string
+	selector labels.Selector // nil: the selector is invalid, selects nothing
+	ingress  bool
+	egress   bool
+	spec     *networkingv1.NetworkPolicySpec
+}
+
+func index(c *Cluster) *indexed {
+	ix := &indexed{
+		namespaces: make(map[string]labels.Set, len(c.Namespaces)),
+		pods:       map[string][]Pod{},
+		policies:   map[string][]*policy{},
+	}
+	for name, l := range c.Namespaces {
+		ix.namespaces[name] = labels.Set(l)
+	}
+	for _, p := range c.Pods {
+		if p.IP.IsValid() && !p.HostNetwork {
+			ix.pods[p.Namespace] = append(ix.pods[p.Namespace], p)
+		}
+	}
+	for _, np := range c.Policies {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			sel = nil // the API server validates selectors; one that slipped by selects nothing
+		}
+		ing, eg := policyTypes(&np.Spec)
+		ix.policies[np.Namespace] = append(ix.policies[np.Namespace], &policy{
+			key: np.Namespace + "/" + np.Name, ns: np.Namespace, selector: sel,
+			ingress: ing, egress: eg, spec: &np.Spec,
+		})
+	}
+	for _, ps := range ix.policies {
+		slices.SortFunc(ps, func(a, b *policy) int { return cmp.Compare(a.key, b.key) })
+	}
+	return ix
+}
+
+// policyTypes are the directions a policy isolates: those it lists, or
+// when it lists none, Ingress and, with egress rules, Egress.
+func policyTypes(s *networkingv1.NetworkPolicySpec) (ingress, egress bool) {
+	if len(s.PolicyTypes) == 0 {
+		return true, len(s.Egress) > 0
+	}
+	for _, t := range s.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+// rulesOf is one pod's verdicts, without its PodRef.
+func (ix *indexed) rulesOf(p Pod) PodRules {
+	var r PodRules
+	set := labels.Set(p.Labels)
+	for _, pol := range ix.policies[p.Namespace] {
+		if pol.selector == nil || !pol.selector.Matches(set) {
+			continue
+		}
+		if pol.ingress {
+			if r.Ingress == nil {
+				r.Ingress = &Isolation{}
+			}
+			r.Ingress.Policies = append(r.Ingress.Policies, pol.key)
+			for i, rule := range pol.spec.Ingress {
+				where := fmt.Sprintf("%s ingress[%d]", pol.key, i)
+				r.Ingress.Allows = append(r.Ingress.Allows, ix.allows(where, pol.ns, rule.From, rule.Ports, &p)...)
+			}
+		}
+		if pol.egress {
+			if r.Egress == nil {
+				r.Egress = &Isolation{}
+			}
+			r.Egress.Policies = append(r.Egress.Policies, pol.key)
+			for i, rule := range pol.spec.Egress {
+				where := fmt.Sprintf("%s egress[%d]", pol.key, i)
+				r.Egress.Allows = append(r.Egress.Allows, ix.allows(where, pol.ns, rule.To, rule.Ports, nil)...)
+			}
+		}
+	}
+	return r
+}
+
+// allows compiles one rule. target is the pod the rule protects for
+// ingress, whose container ports resolve named ports; for egress (nil)
+// named ports are the peer pods' own, so the rule splits into one Allow
+// per port number, each with the peers that name it so.
+func (ix *indexed) allows(where, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, target *Pod) []Allow {
+	anyPeer := len(peers) == 0
+	var peerSet *netipx.IPSet
+	var peerPods []Pod
+	if !anyPeer {
+		var b netipx.IPSetBuilder
+		for _, peer := range peers {
+			if peer.IPBlock != nil {
+				addBlock(&b, peer.IPBlock)
+				continue
+			}
+			for _, pp := range ix.selectPeers(ns, peer) {
+				b.Add(pp.IP)
+				peerPods = append(peerPods, pp)
+			}
+		}
+		peerSet, _ = b.IPSet() // errors only for invalid prefixes, which addBlock skips
+	}
+	base := Allow{Rule: where, AnyPeer: anyPeer}
+	if peerSet != nil {
+		base.Peers = peerSet.Prefixes()
+	}
+	if len(ports) == 0 {
+		return []Allow{base}
+	}
+	var numeric []Port
+	var named []networkingv1.NetworkPolicyPort
+	for _, pp := range ports {
+		proto := protocolOf(pp.Protocol)
+		switch {
+		case pp.Port == nil:
+			numeric = append(numeric, Port{Protocol: proto})
+		case pp.Port.Type == intstr.Int:
+			first := clampPort(pp.Port.IntVal)
+			if first == 0 {
+				continue // port 0 is invalid: it allows nothing
+			}
+			last := first
+			if pp.EndPort != nil && clampPort(*pp.EndPort) >= first {
+				last = clampPort(*pp.EndPort)
+			}
+			numeric = append(numeric, Port{Protocol: proto, First: first, Last: last})
+		default:
+			named = append(named, pp)
+		}
+	}
+	if target != nil {
+		for _, pp := range named {
+			if port, ok := namedPort(*target, pp.Port.StrVal, protocolOf(pp.Protocol)); ok {
+				numeric = append(numeric, Port{Protocol: port.Protocol, First: port.Port, Last: port.Port})
+			}
+		}
+		named = nil
+	}
+	var out []Allow
+	if len(numeric) > 0 {
+		a := base
+		a.Ports = dedupePorts(numeric)
+		out = append(out, a)
+	}
+	if len(named) > 0 {
+		out = append(out, ix.namedEgress(base, peerSet, named)...)
+	}
+	if len(out) == 0 {
+		// Every port named resolved to nothing: the rule allows nothing,
+		// which an Allow with no peers says.
+		out = append(out, Allow{Rule: where, Peers: []netip.Prefix{}})
+	}
+	return out
+}
+
+// namedEgress resolves egress named ports against the destination pods:
+// every known pod within the rule's peers (all pods when it has none)
+// that has a container port of that name and protocol.
+func (ix *indexed) namedEgress(base Allow, peerSet *netipx.IPSet, named []networkingv1.NetworkPolicyPort) []Allow {
+	byPort := map[Port][]netip.Addr{}
+	for _, pods := range ix.pods {
+		for _, p := range pods {
+			if !base.AnyPeer && !peerSet.Contains(p.IP) {
+				continue
+			}
+			for _, pp := range named {
+				if cp, ok := namedPort(p, pp.Port.StrVal, protocolOf(pp.Protocol)); ok {
+					k := Port{Protocol: cp.Protocol, First: cp.Port, Last: cp.Port}
+					byPort[k] = append(byPort[k], p.IP)
+				}
+			}
+		}
+	}
+	keys := make([]Port, 0, len(byPort))
+	for k := range byPort {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, comparePorts)
+	out := make([]Allow, 0, len(keys))
+	for _, k := range keys {
+		var b netipx.IPSetBuilder
+		for _, a := range byPort[k] {
+			b.Add(a)
+		}
+		s, _ := b.IPSet()
+		out = append(out, Allow{Rule: base.Rule, Peers: s.Prefixes(), Ports: []Port{k}})
+	}
+	return out
+}
+
+// selectPeers are the pods one podSelector/namespaceSelector peer names.
+func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer) []Pod {
+	podSel := labels.Everything()
+	if peer.PodSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+		if err != nil {
+			return nil
+		}
+		podSel = s
+	}
+	var namespaces []string
+	if peer.NamespaceSelector == nil {
+		namespaces = []string{policyNS}
+	} else {
+		nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
+		if err != nil {
+			return nil
+		}
+		for name, l := range ix.namespaces {
+			if nsSel.Matches(l) {
+				namespaces = append(namespaces, name)
+			}
+		}
+	}
+	var out []Pod
+	for _, ns := range namespaces {
+		for _, p := range ix.pods[ns] {
+			if podSel.Matches(labels.Set(p.Labels)) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// addBlock adds an ipBlock's CIDR less its excepts. IPv6 blocks are
+// kept out: vpcnet's pods are IPv4.
+func addBlock(b *netipx.IPSetBuilder, blk *networkingv1.IPBlock) {
+	p, err := netip.ParsePrefix(blk.CIDR)
+	if err != nil || !p.Addr().Is4() {
+		return
+	}
+	var one netipx.IPSetBuilder
+	one.AddPrefix(p.Masked())
+	for _, e := range blk.Except {
+		if ep, err := netip.ParsePrefix(e); err == nil && ep.Addr().Is4() {
+			one.RemovePrefix(ep.Masked())
+		}
+	}
+	s, err := one.IPSet()
+	if err != nil {
+		return
+	}
+	b.AddSet(s)
+}
+
+func protocolOf(p *corev1.Protocol) Protocol {
+	if p == nil {
+		return TCP
+	}
+	return Protocol(*p)
+}
+
+func clampPort(v int32) uint16 {
+	if v < 1 || v > 65535 {
+		return 0
+	}
+	return uint16(v)
+}
+
+func namedPort(p Pod, name string, proto Protocol) (ContainerPort, bool) {
+	for _, cp := range p.Ports {
+		if cp.Name == name && cp.Protocol == proto && cp.Port != 0 {
+			return cp, true
+		}
+	}
+	return ContainerPort{}, false
+}
+
+func comparePorts(a, b Port) int {
+	return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.First, b.First), cmp.Compare(a.Last, b.Last))
+}
+
+func dedupePorts(ps []Port) []Port {
+	slices.SortFunc(ps, comparePorts)
+	return slices.Compact(ps)
+}
