@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo conformance mutants
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
 
 all: build
 
@@ -187,8 +187,15 @@ conformance: build-image-bins kube-bins
 	e2e="$$(hack/kube-build.sh e2e.test)" && agnhost="$$(hack/kube-build.sh agnhost)" && ginkgo="$$(hack/kube-build.sh ginkgo)" && \
 	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_E2E_TEST="$$e2e" VPCNET_AGNHOST="$$agnhost" VPCNET_GINKGO="$$ginkgo" \
 	CONFORMANCE=$(CONFORMANCE) CONFORMANCE_COMMAND="make conformance$(if $(filter-out network,$(CONFORMANCE)), CONFORMANCE=$(CONFORMANCE))" \
-	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,) \
+	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,$(if $(filter netpol,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE-netpol.md,)) \
 	$(GO) test -count=1 -v -timeout 150m -run '^TestConformance$$' ./conformance
+
+# netpol runs Kubernetes' NetworkPolicy e2e tests (every
+# [Feature:NetworkPolicy] test of test/e2e/network/netpol) on the local
+# cluster and rewrites CONFORMANCE-netpol.md: the judge of vpcnet's policy
+# enforcement. Same needs as conformance.
+netpol:
+	$(MAKE) conformance CONFORMANCE=netpol
 
 clean:
 	rm -rf $(BIN)

@@ -60,6 +60,8 @@ type Options struct {
 	// Veths deletes pods' veth pairs after a Del has answered. Nil: the
 	// plugin deletes them itself, before its DEL returns.
 	Veths Veths
+	// Policy is NetworkPolicy enforcement; its zero value is off.
+	Policy PolicyOptions
 }
 
 // Veths deletes a pod's veth pair.
@@ -129,6 +131,8 @@ type Agent struct {
 	spender spender
 	// ports are the pods' hostPorts.
 	ports *hostPortKeeper
+	// policy is the pods' NetworkPolicy rules.
+	policy *policyKeeper
 	// veths deletes the veths of deleted pods; nil leaves it to the plugin.
 	veths Veths
 	// saveCheckpoint replaces the checkpoint file durably (disk.Save). It
@@ -207,6 +211,7 @@ func New(o Options) (*Agent, error) {
 	}
 	a.loop.a, a.views.a, a.starter.a, a.bridge.a, a.spender.a = a, a, a, a, a
 	a.ports = newHostPortKeeper(o.Config.HostPortPath(), o.HostPorts, o.Logger, o.Clock)
+	a.policy = newPolicyKeeper(o.Policy, o.Logger, o.Clock)
 	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))
 	a.ready.set(CondConfig, true, "all settings valid")
 	if o.Config.CustomNetwork {

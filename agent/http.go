@@ -31,6 +31,10 @@ func (pt *views) serveHTTP(ctx context.Context, wg *sync.WaitGroup) error {
 		mux.HandleFunc("GET /v1/pods", a.views.jsonHandler(a.views.podsView))
 		mux.HandleFunc("GET /v1/config", a.views.jsonHandler(a.views.configView))
 		mux.HandleFunc("GET /v1/status", a.views.jsonHandler(a.views.statusView))
+		mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+			pod := r.URL.Query().Get("pod")
+			a.views.jsonHandler(func(ctx context.Context) any { return a.policy.view(ctx, pod) })(w, r)
+		})
 		if err := a.views.serve(ctx, wg, a.cfg.IntrospectionAddr, mux); err != nil {
 			return err
 		}

@@ -69,6 +69,15 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 		}
 		return nil, agentapi.Errorf(agentapi.Internal, "hostPorts of %s: %v", key, err)
 	}
+	// The pod's policies are in force before the plugin routes to it.
+	if err := s.a.policy.admit(ctx, r.Assignment); err != nil {
+		if !r.Existing {
+			if _, _, derr := s.a.Del(ctx, key); derr != nil {
+				s.a.log.Error("release the address of an Add whose NetworkPolicy rules failed; GC will", "key", key.String(), "err", derr)
+			}
+		}
+		return nil, agentapi.Errorf(agentapi.Unavailable, "NetworkPolicy of %s: %v", key, err)
+	}
 	out := s.a.reply(r.Assignment, r.ENI)
 	out.Existing = r.Existing
 	return out, nil
@@ -88,6 +97,7 @@ func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentap
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.a.policy.forget(ctx, key)
 	out := &agentapi.DelReply{Released: released}
 	if released {
 		out.Address = as.Addr.String()

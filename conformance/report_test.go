@@ -120,6 +120,9 @@ func TestSelectionsSkipOnlyWithAReasonAndFocusOnSigNetwork(t *testing.T) {
 				t.Errorf("%s: skip %q: %v", name, k.Pattern, err)
 			}
 		}
+		if name == NetPol.Name {
+			continue
+		}
 		if !sel.Focus.MatchString("[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [NodeConformance] [Conformance]") {
 			t.Errorf("%s does not select pod-to-pod connectivity", name)
 		}
@@ -128,6 +131,30 @@ func TestSelectionsSkipOnlyWithAReasonAndFocusOnSigNetwork(t *testing.T) {
 		}
 		if _, err := regexp.Compile(sel.GinkgoSkip()); err != nil {
 			t.Errorf("%s: --ginkgo.skip %q: %v", name, sel.GinkgoSkip(), err)
+		}
+	}
+}
+
+func TestTheNetPolSelectionRunsTheSCTPPolicyChecksButNotSCTPTraffic(t *testing.T) {
+	name := func(s string) string { return "[sig-network] Netpol " + s + " [Feature:NetworkPolicy]" }
+	for _, c := range []struct {
+		test string
+		want string // "run", "skip" or "out"
+	}{
+		{name("NetworkPolicy between server and client should support a 'default-deny-ingress' policy"), "run"},
+		{name("NetworkPolicy between server and client should not mistakenly treat 'protocol: SCTP' as 'protocol: TCP', even if the plugin doesn't support SCTP"), "run"},
+		{name("[Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client using SCTP should enforce policy based on Ports"), "skip"},
+		{"[sig-network] Services should serve a basic endpoint from pods [Conformance]", "out"},
+	} {
+		got := "out"
+		if NetPol.Focus.MatchString(c.test) && !NetPol.Exclude.MatchString(c.test) {
+			got = "run"
+			if NetPol.skipReason(c.test) != "" {
+				got = "skip"
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: %s, want %s", c.test, got, c.want)
 		}
 	}
 }

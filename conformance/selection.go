@@ -90,5 +90,20 @@ var CI = Selection{
 	Skips:   localCloudSkips,
 }
 
+// NetPol is `make netpol`'s selection, the judge of vpcnet's
+// NetworkPolicy enforcement: every [Feature:NetworkPolicy] test of
+// test/e2e/network/netpol. Its [Feature:] tag is what it is about, so
+// only the cluster-disturbing and slow tags stay excluded. The tests
+// that name SCTP in a policy without SCTP traffic run: they check that
+// SCTP rules neither open TCP nor fail to isolate.
+var NetPol = Selection{
+	Name:    "netpol",
+	Focus:   regexp.MustCompile(`\[Feature:NetworkPolicy\]`),
+	Exclude: regexp.MustCompile(`\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]`),
+	Skips: []Skip{
+		{Pattern: `\[Feature:SCTPConnectivity\]`, Reason: "SCTP traffic: this machine's kernel has no sctp module, so no SCTP connection can be made between pods"},
+	},
+}
+
 // Selections by name, for CONFORMANCE=NAME.
-var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI}
+var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI, NetPol.Name: NetPol}

@@ -152,3 +152,10 @@ type Port struct {
 
 // AllPorts says the Port matches every port of its protocol.
 func (p Port) AllPorts() bool { return p.First == 0 }
+
+// Drops counts the packets dropped to (Ingress) and from (Egress) one
+// isolated pod.
+type Drops struct {
+	Ingress uint64
+	Egress  uint64
+}

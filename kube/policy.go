@@ -1,0 +1,344 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vpcnet/vpcnet/netpol"
+)
+
+// PolicySources are the lists and watches NetworkPolicy enforcement
+// reads, and the one read it makes of a pod the watch has not seen yet.
+type PolicySources struct {
+	NetworkPolicies ListWatch
+	Namespaces      ListWatch
+	Pods            ListWatch
+	GetPod          func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	// Client tells whether the API server's watch-list semantics may be
+	// used (not with the fake clientset); see informer.
+	Client any
+}
+
+// ListWatch is one resource's list and watch across all namespaces.
+type ListWatch struct {
+	List  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	Watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// PolicySourcesForConfig builds the sources on REST clients for
+// networking.k8s.io/v1 and core/v1, protobuf preferred, as the core/v1
+// client of the rest of the layer is built (core.go).
+func PolicySourcesForConfig(rc *rest.Config) (PolicySources, error) {
+	rc = rest.CopyConfig(rc)
+	if rc.UserAgent == "" {
+		rc.UserAgent = "vpcnetd"
+	}
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	core, err := newRESTCore(rc)
+	if err != nil {
+		return PolicySources{}, err
+	}
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	if err := networkingv1.AddToScheme(s); err != nil {
+		return PolicySources{}, fmt.Errorf("kube: register networking.k8s.io/v1: %w", err)
+	}
+	cfg := rest.CopyConfig(rc)
+	gv := networkingv1.SchemeGroupVersion
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(s, serializer.NewCodecFactory(s)).WithoutConversion()
+	nc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return PolicySources{}, fmt.Errorf("kube: networking.k8s.io/v1 client for %s: %w", rc.Host, err)
+	}
+	nps := &typed[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]{client: nc, params: runtime.NewParameterCodec(s), name: "networkpolicies",
+		newObject: func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} },
+		newList:   func() *networkingv1.NetworkPolicyList { return &networkingv1.NetworkPolicyList{} }}
+	nss := &typed[*corev1.Namespace, *corev1.NamespaceList]{client: core.rc, params: core.params, name: "namespaces",
+		newObject: func() *corev1.Namespace { return &corev1.Namespace{} },
+		newList:   func() *corev1.NamespaceList { return &corev1.NamespaceList{} }}
+	pods := core.Pods(metav1.NamespaceAll)
+	return PolicySources{
+		NetworkPolicies: ListWatch{
+			List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nps.List(ctx, o) },
+			Watch: nps.Watch,
+		},
+		Namespaces: ListWatch{
+			List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nss.List(ctx, o) },
+			Watch: nss.Watch,
+		},
+		Pods: ListWatch{
+			List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+			Watch: pods.Watch,
+		},
+		GetPod: func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+			return core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Client: core,
+	}, nil
+}
+
+// PolicyWatch keeps what NetworkPolicy enforcement needs to know: every
+// NetworkPolicy, every namespace's labels, and every pod's labels,
+// address and named ports. Pods are kept as netpol.Pod values, a few
+// hundred bytes each, whatever their specs hold.
+type PolicyWatch struct {
+	src PolicySources
+
+	mu         sync.Mutex // guards below; never held across I/O
+	policies   map[string]*networkingv1.NetworkPolicy
+	namespaces map[string]map[string]string
+	pods       map[string]netpol.Pod
+	synced     []cache.InformerSynced
+	changed    func()
+}
+
+// NewPolicyWatch builds the watch; Run starts it.
+func NewPolicyWatch(src PolicySources) *PolicyWatch {
+	return &PolicyWatch{src: src, policies: map[string]*networkingv1.NetworkPolicy{},
+		namespaces: map[string]map[string]string{}, pods: map[string]netpol.Pod{}}
+}
+
+// Run watches until ctx ends, calling changed (which must not block)
+// after every change. An unreachable API server is waited out by the
+// informers' own backoff; what was known stays known.
+func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
+	mk := func(obj runtime.Object, lw ListWatch) cache.SharedIndexInformer {
+		return informer(w.src.Client, obj, "", lw.List, lw.Watch)
+	}
+	nps := mk(&networkingv1.NetworkPolicy{}, w.src.NetworkPolicies)
+	nss := mk(&corev1.Namespace{}, w.src.Namespaces)
+	pods := mk(&corev1.Pod{}, w.src.Pods)
+	if err := pods.SetTransform(policyPod); err != nil {
+		return fmt.Errorf("kube: pod transform: %w", err)
+	}
+	if err := nss.SetTransform(slimNamespace); err != nil {
+		return fmt.Errorf("kube: namespace transform: %w", err)
+	}
+	w.mu.Lock()
+	w.changed = changed
+	w.synced = []cache.InformerSynced{nps.HasSynced, nss.HasSynced, pods.HasSynced}
+	w.mu.Unlock()
+	handle(nps, func(obj any, gone bool) {
+		p, ok := obj.(*networkingv1.NetworkPolicy)
+		if !ok {
+			return
+		}
+		w.update(func() {
+			if gone {
+				delete(w.policies, p.Namespace+"/"+p.Name)
+			} else {
+				w.policies[p.Namespace+"/"+p.Name] = p
+			}
+		})
+	})
+	handle(nss, func(obj any, gone bool) {
+		n, ok := obj.(*corev1.Namespace)
+		if !ok {
+			return
+		}
+		w.update(func() {
+			if gone {
+				delete(w.namespaces, n.Name)
+			} else {
+				w.namespaces[n.Name] = n.Labels
+			}
+		})
+	})
+	handle(pods, func(obj any, gone bool) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		key := p.Namespace + "/" + p.Name
+		w.update(func() {
+			if gone || finished(p) {
+				delete(w.pods, key)
+			} else {
+				w.pods[key] = toPolicyPod(p)
+			}
+		})
+	})
+	var wg sync.WaitGroup
+	for _, inf := range []cache.SharedIndexInformer{nps, nss, pods} {
+		wg.Add(1)
+		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
+	}
+	// Once every informer has listed, the first compile may replace
+	// the rules the last run left.
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), nps.HasSynced, nss.HasSynced, pods.HasSynced) {
+			changed()
+		}
+	}()
+	wg.Wait()
+	return nil
+}
+
+func handle(inf cache.SharedIndexInformer, f func(obj any, gone bool)) {
+	mustHandle(inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f(obj, false) },
+		UpdateFunc: func(_, obj any) { f(obj, false) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			f(obj, true)
+		},
+	}))
+}
+
+func (w *PolicyWatch) update(f func()) {
+	w.mu.Lock()
+	f()
+	changed := w.changed
+	w.mu.Unlock()
+	if changed != nil {
+		changed()
+	}
+}
+
+// Synced says every watch has listed once.
+func (w *PolicyWatch) Synced() bool {
+	w.mu.Lock()
+	synced := w.synced
+	w.mu.Unlock()
+	if synced == nil {
+		return false
+	}
+	for _, s := range synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Cluster is what the watches know now. The policies and label maps are
+// shared, not copied: the informers replace them, never change them.
+func (w *PolicyWatch) Cluster() *netpol.Cluster {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := &netpol.Cluster{
+		Policies:   make([]*networkingv1.NetworkPolicy, 0, len(w.policies)),
+		Namespaces: make(map[string]map[string]string, len(w.namespaces)),
+		Pods:       make([]netpol.Pod, 0, len(w.pods)),
+	}
+	for _, p := range w.policies {
+		c.Policies = append(c.Policies, p)
+	}
+	for k, v := range w.namespaces {
+		c.Namespaces[k] = v
+	}
+	for _, p := range w.pods {
+		c.Pods = append(c.Pods, p)
+	}
+	return c
+}
+
+// Policies is how many NetworkPolicy objects the cluster has.
+func (w *PolicyWatch) Policies() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.policies)
+}
+
+// Pod is what the watch knows of one pod, or, when the watch has not
+// seen it yet (a pod bound a moment ago, or the watch not yet listed),
+// what the API server says of it now, within ctx.
+func (w *PolicyWatch) Pod(ctx context.Context, namespace, name string) (netpol.Pod, error) {
+	w.mu.Lock()
+	p, ok := w.pods[namespace+"/"+name]
+	w.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	if w.src.GetPod == nil {
+		return netpol.Pod{}, fmt.Errorf("pod %s/%s: not seen by the watch", namespace, name)
+	}
+	got, err := w.src.GetPod(ctx, namespace, name)
+	if err != nil {
+		return netpol.Pod{}, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+	}
+	return toPolicyPod(got), nil
+}
+
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// policyPod keeps what policies read of a pod: identity, labels, node,
+// addresses, phase and named container ports.
+func policyPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}
+	for _, c := range p.Spec.Containers {
+		var named []corev1.ContainerPort
+		for _, cp := range c.Ports {
+			if cp.Name != "" {
+				named = append(named, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
+			}
+		}
+		if named != nil {
+			slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Ports: named})
+		}
+	}
+	return slim, nil
+}
+
+func slimNamespace(obj any) (any, error) {
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+}
+
+func toPolicyPod(p *corev1.Pod) netpol.Pod {
+	out := netpol.Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is4() {
+			out.IP = a
+			break
+		}
+	}
+	if !out.IP.IsValid() {
+		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil && a.Is4() {
+			out.IP = a
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == "" || cp.ContainerPort < 1 || cp.ContainerPort > 65535 {
+				continue
+			}
+			proto := netpol.Protocol(cp.Protocol)
+			if proto == "" {
+				proto = netpol.TCP
+			}
+			out.Ports = append(out.Ports, netpol.ContainerPort{Name: cp.Name, Protocol: proto, Port: uint16(cp.ContainerPort)})
+		}
+	}
+	return out
+}
