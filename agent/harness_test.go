@@ -172,6 +172,8 @@ type node struct {
 	ports *fakePorts
 	// veths, when set, deletes veths for the agent.
 	veths Veths
+	// policy is the agent's NetworkPolicy enforcement (off when zero).
+	policy PolicyOptions
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -225,7 +227,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Logger: log, AttachTimeout: 10 * time.Second})
+	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Logger: log, AttachTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

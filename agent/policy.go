@@ -50,11 +50,14 @@ type PolicyOptions struct {
 	LogDrops bool
 	// Off says why enforcement is off, for /v1/policy.
 	Off string
+	// SyncWait bounds how long an Add waits for the first list of
+	// policies, namespaces and pods before the mode decides; zero means
+	// 10 s.
+	SyncWait time.Duration
 }
 
 const (
-	// policySyncWait bounds how long an Add waits for the first list of
-	// policies, namespaces and pods before the mode decides.
+	// policySyncWait is SyncWait's default.
 	policySyncWait = 10 * time.Second
 	// policyPodLookup bounds an Add's read of a pod the watch has not
 	// seen yet.
@@ -112,6 +115,9 @@ func newPolicyKeeper(o PolicyOptions, log *slog.Logger, clk clock.Clock) *policy
 		synced: make(chan struct{}), locals: map[ipam.Key]localPod{}}
 	if k.o.Mode == "" {
 		k.o.Mode = netpol.Standard
+	}
+	if k.o.SyncWait == 0 {
+		k.o.SyncWait = policySyncWait
 	}
 	k.status = introspect.PolicyStatus{Enabled: k.on(), Mode: string(k.o.Mode), Source: o.Off}
 	return k
@@ -327,7 +333,7 @@ func (k *policyKeeper) admit(ctx context.Context, as ipam.Assignment) error {
 			k.log.Warn("pod's labels unknown at its Add", "pod", as.Pod.String(), "mode", k.o.Mode, "err", err)
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, policySyncWait)
+	wctx, cancel := context.WithTimeout(ctx, k.o.SyncWait)
 	select {
 	case <-k.synced:
 	case <-wctx.Done():

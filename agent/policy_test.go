@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/netpol"
+)
+
+// fakePolicySource is the API server as the policy watch sees it.
+type fakePolicySource struct {
+	synced atomic.Bool
+	mu     sync.Mutex
+	c      netpol.Cluster
+	// getErr, when set, is what a read of a pod the watch lacks returns.
+	getErr  error
+	changed func()
+}
+
+func (f *fakePolicySource) Run(ctx context.Context, changed func()) error {
+	f.mu.Lock()
+	f.changed = changed
+	f.mu.Unlock()
+	changed()
+	<-ctx.Done()
+	return nil
+}
+
+// list says the watches have listed, as the real watch does.
+func (f *fakePolicySource) list() {
+	f.synced.Store(true)
+	f.mu.Lock()
+	changed := f.changed
+	f.mu.Unlock()
+	if changed != nil {
+		changed()
+	}
+}
+func (f *fakePolicySource) Synced() bool { return f.synced.Load() }
+func (f *fakePolicySource) Cluster() *netpol.Cluster {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.c
+	return &c
+}
+func (f *fakePolicySource) Policies() int { return len(f.Cluster().Policies) }
+func (f *fakePolicySource) Pod(_ context.Context, ns, name string) (netpol.Pod, error) {
+	for _, p := range f.Cluster().Pods {
+		if p.Namespace == ns && p.Name == name {
+			return p, nil
+		}
+	}
+	if f.getErr != nil {
+		return netpol.Pod{}, f.getErr
+	}
+	return netpol.Pod{}, errors.New("not found")
+}
+
+// fakePolicyRules records the Ruleset last written.
+type fakePolicyRules struct {
+	mu     sync.Mutex
+	last   netpol.Ruleset
+	writes int
+}
+
+func (f *fakePolicyRules) SetPolicy(_ context.Context, rs netpol.Ruleset, _ bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last = rs
+	f.writes++
+	return nil
+}
+
+func (f *fakePolicyRules) PolicyDrops(context.Context) (map[netip.Addr]netpol.Drops, error) {
+	return nil, nil
+}
+
+// isolated says which directions the rules last written isolate addr in.
+func (f *fakePolicyRules) isolated(addr string) (ingress, egress bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.last.Pods {
+		if r.Pod.IP.String() == addr {
+			return r.Ingress != nil, r.Egress != nil
+		}
+	}
+	return false, false
+}
+
+func denyAllIn(ns string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deny"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
+}
+
+func policyNode(t *testing.T, mode netpol.Mode, src *fakePolicySource) (*fakePolicyRules, *agentapi.Client) {
+	t.Helper()
+	n := newWorld(t).node("i-node1", nil)
+	rules := &fakePolicyRules{}
+	n.policy = PolicyOptions{Source: src, Rules: rules, Mode: mode, SyncWait: 200 * time.Millisecond}
+	a := n.start(t)
+	a.waitReady(t)
+	return rules, &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+}
+
+func TestAPodsPoliciesAreInForceBeforeItsAddAnswers(t *testing.T) {
+	src := &fakePolicySource{}
+	src.c = netpol.Cluster{Policies: []*networkingv1.NetworkPolicy{denyAllIn("default")},
+		Pods: []netpol.Pod{{Namespace: "default", Name: "db", Labels: map[string]string{"app": "db"}}}}
+	src.synced.Store(true)
+	rules, c := policyNode(t, netpol.Standard, src)
+	ctx := context.Background()
+
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, eg := rules.isolated(add.Address); !in || eg {
+		t.Fatalf("when the Add answered, the rules isolated %s ingress=%v egress=%v; want ingress only", add.Address, in, eg)
+	}
+	other, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c2"), PodNamespace: "default", PodName: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, eg := rules.isolated(other.Address); in || eg {
+		t.Errorf("a pod no policy selects is isolated (ingress=%v egress=%v)", in, eg)
+	}
+	if _, err := c.Del(ctx, &agentapi.DelRequest{Attachment: web("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := rules.isolated(add.Address); in {
+		t.Errorf("the deleted pod's address %s is still isolated after its Del answered", add.Address)
+	}
+}
+
+func TestStrictModeRefusesAPodWhoseLabelsCannotBeKnownAndSealsOneItCannotRead(t *testing.T) {
+	src := &fakePolicySource{getErr: errors.New("connection refused")}
+	rules, c := policyNode(t, netpol.Strict, src)
+	ctx := context.Background()
+	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "db"})
+	if err == nil || !strings.Contains(err.Error(), "strict") {
+		t.Fatalf("Add before the watches listed, strict mode: err = %v, want a refusal naming strict mode", err)
+	}
+
+	// Listed now, but the pod itself unreadable: it starts sealed.
+	src.list()
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "db"})
+	if err != nil {
+		t.Fatalf("Add once listed: %v", err)
+	}
+	if in, eg := rules.isolated(add.Address); !in || !eg {
+		t.Errorf("strict: a pod whose labels are unknown runs with ingress isolated %v, egress %v; want both", in, eg)
+	}
+}
+
+func TestStandardModeLetsAPodStartBeforeTheWatchesList(t *testing.T) {
+	src := &fakePolicySource{getErr: errors.New("connection refused")}
+	_, c := policyNode(t, netpol.Standard, src)
+	if _, err := c.Add(context.Background(), &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "db"}); err != nil {
+		t.Fatalf("standard mode must let the pod start open: %v", err)
+	}
+}
