@@ -1,0 +1,110 @@
+package kube
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func fakePolicySources(cs *fake.Clientset) PolicySources {
+	return PolicySources{
+		NetworkPolicies: ListWatch{
+			List: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.NetworkingV1().NetworkPolicies("").List(ctx, o)
+			},
+			Watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.NetworkingV1().NetworkPolicies("").Watch(ctx, o)
+			},
+		},
+		Namespaces: ListWatch{
+			List: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.CoreV1().Namespaces().List(ctx, o)
+			},
+			Watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.CoreV1().Namespaces().Watch(ctx, o)
+			},
+		},
+		Pods: ListWatch{
+			List: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.CoreV1().Pods("").List(ctx, o)
+			},
+			Watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.CoreV1().Pods("").Watch(ctx, o)
+			},
+		},
+		GetPod: func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+			return cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Client: cs,
+	}
+}
+
+func TestThePolicyWatchKnowsEveryPodsLabelsAddressAndNamedPorts(t *testing.T) {
+	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "other", Containers: []corev1.Container{{Ports: []corev1.ContainerPort{
+			{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}, {ContainerPort: 9000}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}}}
+	done := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "job"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded, PodIP: "10.0.0.6"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"team": "red"}}}
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny"}}
+	cs := fake.NewClientset(web, done, ns, np)
+	w := NewPolicyWatch(fakePolicySources(cs))
+	changed := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx, func() { changed <- struct{}{} }) }()
+	waitFor(t, changed, func() bool { return w.Synced() })
+
+	c := w.Cluster()
+	if len(c.Policies) != 1 || c.Namespaces["x"]["team"] != "red" {
+		t.Fatalf("cluster = %+v; want the policy and namespace x's labels", c)
+	}
+	if len(c.Pods) != 1 {
+		t.Fatalf("pods = %+v; want web only (a finished pod's address may be reused)", c.Pods)
+	}
+	p := c.Pods[0]
+	if p.IP != netip.MustParseAddr("10.0.0.5") || p.Labels["app"] != "web" || len(p.Ports) != 1 || p.Ports[0].Name != "http" || p.Ports[0].Port != 80 {
+		t.Errorf("web = %+v", p)
+	}
+
+	// A relabelled pod is seen as such.
+	web.Labels = map[string]string{"app": "db"}
+	if _, err := cs.CoreV1().Pods("x").Update(ctx, web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, changed, func() bool {
+		got, err := w.Pod(ctx, "x", "web")
+		return err == nil && got.Labels["app"] == "db"
+	})
+
+	// A pod the watch has not seen is read from the API server.
+	fresh := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "fresh", Labels: map[string]string{"app": "new"}}}
+	if err := cs.Tracker().Add(fresh); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Pod(ctx, "x", "fresh")
+	if err != nil || got.Labels["app"] != "new" {
+		t.Errorf("Pod(x/fresh) = %+v, %v", got, err)
+	}
+}
+
+// waitFor waits for cond, checking after each change.
+func waitFor(t *testing.T, changed chan struct{}, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("condition not met after 10s of changes")
+		}
+	}
+}
