@@ -225,6 +225,9 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a.met = met
+	if err := a.policy.register(o.Registerer); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

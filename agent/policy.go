@@ -85,6 +85,8 @@ type policyKeeper struct {
 
 	// Owned by run.
 	locals map[ipam.Key]localPod
+	// met is set once by register, before run.
+	met *policyMetrics
 
 	mu     sync.Mutex // guards below; never held across I/O
 	status introspect.PolicyStatus
@@ -280,8 +282,10 @@ func (k *policyKeeper) write(ctx context.Context) error {
 		local = append(local, netpol.Local{Pod: p, Unknown: !ok})
 		pods[p.Key()] = introspect.PolicyPod{Namespace: p.Namespace, Name: p.Name, IP: lp.addr.String(), Known: ok}
 	}
+	start := k.clk.Now()
 	rs := netpol.Compile(c, local, k.o.Mode)
 	err := k.o.Rules.SetPolicy(ctx, rs, k.o.LogDrops)
+	k.met.observe(k.clk.Now().Sub(start), err)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.status.Synced = true
