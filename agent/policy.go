@@ -50,6 +50,10 @@ type PolicyOptions struct {
 	LogDrops bool
 	// Off says why enforcement is off, for /v1/policy.
 	Off string
+	// Count, with enforcement off, counts the cluster's NetworkPolicy
+	// objects, so that policies nobody enforces on this node are named
+	// (the log, /v1/policy, doctor) rather than silently ignored.
+	Count func(ctx context.Context) (int, error)
 	// SyncWait bounds how long an Add waits for the first list of
 	// policies, namespaces and pods before the mode decides; zero means
 	// 10 s.
@@ -67,6 +71,9 @@ const (
 	// policySweep is how often the local pods are checked against the
 	// addresses the pool holds (a DEL that never came, a GC).
 	policySweep = time.Minute
+	// policyCountEvery is how often an agent that enforces nothing
+	// counts the cluster's NetworkPolicy objects.
+	policyCountEvery = 5 * time.Minute
 )
 
 // policyKeeper owns the node's NetworkPolicy rules. One goroutine (run)
@@ -139,6 +146,13 @@ func (k *policyKeeper) changed() {
 // first write covers the pods of the last run, and every policySweep.
 func (k *policyKeeper) run(ctx context.Context, wg *sync.WaitGroup, held func(context.Context) (map[ipam.Key]localPod, error)) {
 	if !k.on() {
+		if k.o.Count != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k.countUnenforced(ctx)
+			}()
+		}
 		return
 	}
 	wg.Add(2)
@@ -215,6 +229,32 @@ func (k *policyKeeper) loop(ctx context.Context, held func(context.Context) (map
 			err := k.write(ctx)
 			dirty = err != nil
 			r.done <- err
+		}
+	}
+}
+
+// countUnenforced counts the cluster's NetworkPolicy objects while this
+// node enforces none, and says so whenever the count changes.
+func (k *policyKeeper) countUnenforced(ctx context.Context) {
+	last := -1
+	for {
+		n, err := k.o.Count(ctx)
+		if err == nil && n != last {
+			k.mu.Lock()
+			k.status.Policies = n
+			k.mu.Unlock()
+			if n > 0 {
+				k.log.Error("NetworkPolicy objects exist and this node enforces none of them: every pod here is open to traffic they would deny",
+					"policies", n, "why", k.o.Off, "fix", "set VPCNET_NETWORK_POLICY=on, or run a policy engine chained with vpcnet (README, Network policy)")
+			}
+			last = n
+		}
+		wake := make(chan struct{})
+		k.clk.AfterFunc(policyCountEvery, func() { close(wake) })
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
 		}
 	}
 }

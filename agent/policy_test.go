@@ -169,3 +169,32 @@ func TestStandardModeLetsAPodStartBeforeTheWatchesList(t *testing.T) {
 		t.Fatalf("standard mode must let the pod start open: %v", err)
 	}
 }
+
+func TestAnAgentThatEnforcesNothingCountsThePoliciesItLeavesUnenforced(t *testing.T) {
+	n := newWorld(t).node("i-node1", nil)
+	counted := make(chan struct{}, 1)
+	n.policy = PolicyOptions{Off: "VPCNET_NETWORK_POLICY=off", Count: func(context.Context) (int, error) {
+		select {
+		case counted <- struct{}{}:
+		default:
+		}
+		return 3, nil
+	}}
+	a := n.start(t)
+	a.waitReady(t)
+	<-counted
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := a.policy.view(context.Background(), "")
+		if st.Policies == 3 {
+			if st.Enabled || st.Source != "VPCNET_NETWORK_POLICY=off" {
+				t.Errorf("status = %+v; want off, saying why", st)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status = %+v; want the 3 unenforced policies counted", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -342,3 +342,43 @@ func toPolicyPod(p *corev1.Pod) netpol.Pod {
 	}
 	return out
 }
+
+// CountNetworkPolicies counts the cluster's NetworkPolicy objects with
+// one small list (one item and the API server's count of the rest), for
+// an agent that enforces none and must say so.
+func (s PolicySources) CountNetworkPolicies(ctx context.Context) (int, error) {
+	obj, err := s.NetworkPolicies.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return 0, fmt.Errorf("count NetworkPolicies: %w", err)
+	}
+	l, ok := obj.(*networkingv1.NetworkPolicyList)
+	if !ok {
+		return 0, fmt.Errorf("count NetworkPolicies: the list is a %T", obj)
+	}
+	n := len(l.Items)
+	if l.RemainingItemCount != nil {
+		n += int(*l.RemainingItemCount)
+	} else if l.Continue != "" {
+		// No count offered: list them all, a page at a time.
+		n, err = s.countAll(ctx)
+	}
+	return n, err
+}
+
+func (s PolicySources) countAll(ctx context.Context) (int, error) {
+	n, cont := 0, ""
+	for {
+		obj, err := s.NetworkPolicies.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+		if err != nil {
+			return 0, fmt.Errorf("count NetworkPolicies: %w", err)
+		}
+		l, ok := obj.(*networkingv1.NetworkPolicyList)
+		if !ok {
+			return 0, fmt.Errorf("count NetworkPolicies: the list is a %T", obj)
+		}
+		n += len(l.Items)
+		if cont = l.Continue; cont == "" {
+			return n, nil
+		}
+	}
+}
