@@ -37,8 +37,8 @@ func TestCompiledVerdictsAgreeWithTheSpecOverRandomClusters(t *testing.T) {
 }
 
 var (
-	vocab    = []string{"a", "b", "c"}
-	protos   = []Protocol{TCP, UDP, SCTP}
+	vocab     = []string{"a", "b", "c"}
+	protos    = []Protocol{TCP, UDP, SCTP}
 	portNames = []string{"web", "dns", "admin"}
 )
 
