@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -42,6 +43,9 @@ type Dataplane struct {
 	// awaited interface (tests use it to make the interface appear
 	// while SetupENI waits).
 	notFound func()
+
+	policyMu sync.Mutex // orders reads and writes of the policy table
+	policy   policyState
 }
 
 // New validates opts and returns a Dataplane.

@@ -1,0 +1,265 @@
+package dataplane
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/vpcnet/vpcnet/dataplane/netnstest"
+	"github.com/vpcnet/vpcnet/netpol"
+)
+
+// Policy tests: three pods on one node (a and c on the primary ENI, b on
+// the second), packets only between the test's namespaces.
+
+type policyPods struct {
+	n       *testNode
+	a, b, c testPod
+}
+
+func newPolicyPods(t *testing.T) policyPods {
+	n := newReadyNode(t, nil)
+	return policyPods{n: n,
+		a: n.addPod(t, "pol-a", "10.0.0.50", 0),
+		b: n.addPod(t, "pol-b", "10.0.1.60", 2),
+		c: n.addPod(t, "pol-c", "10.0.0.51", 0)}
+}
+
+func ref(p testPod, name string) netpol.PodRef {
+	return netpol.PodRef{Namespace: "default", Name: name, IP: p.cfg.Addr}
+}
+
+func only(p testPod) []netip.Prefix { return []netip.Prefix{netip.PrefixFrom(p.cfg.Addr, 32)} }
+
+func (pp policyPods) set(t *testing.T, rs netpol.Ruleset) {
+	t.Helper()
+	if err := pp.n.dp.SetPolicy(testContext(t), rs, false); err != nil {
+		t.Fatalf("SetPolicy: %v", err)
+	}
+}
+
+// reaches says whether from gets an echo from to's port.
+func reaches(from, to testPod, port uint16) bool {
+	return talkTCP(from.ns, netip.AddrPortFrom(to.cfg.Addr, port)) == nil
+}
+
+func TestAnIsolatedPodAdmitsOnlyThePeerAndPortAPolicyAllows(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 9090))
+	serveTCP(t, pp.a.ns, netip.AddrPortFrom(pp.a.cfg.Addr, 8080))
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
+		Policies: []string{"default/web"},
+		Allows:   []netpol.Allow{{Rule: "default/web ingress[0]", Peers: only(pp.a), Ports: []netpol.Port{{Protocol: netpol.TCP, First: 8000, Last: 8080}}}},
+	}}}})
+	if !reaches(pp.a, pp.b, 8080) {
+		t.Error("a cannot reach b:8080, which the policy allows")
+	}
+	if reaches(pp.c, pp.b, 8080) {
+		t.Error("c reaches b:8080; only a is allowed")
+	}
+	if reaches(pp.a, pp.b, 9090) {
+		t.Error("a reaches b:9090; only 8000-8080 is allowed")
+	}
+	if !reaches(pp.b, pp.a, 8080) {
+		t.Error("b cannot reach a: b's egress and a's ingress are open")
+	}
+	drops, err := pp.n.dp.PolicyDrops(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drops[pp.b.cfg.Addr].Ingress == 0 {
+		t.Errorf("drops = %v; want b's ingress drops counted", drops)
+	}
+}
+
+func TestEgressIsolationStillLetsRepliesOfInboundConnectionsOut(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.a.ns, netip.AddrPortFrom(pp.a.cfg.Addr, 8080))
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{}}}})
+	if !reaches(pp.b, pp.a, 8080) {
+		t.Error("b cannot reach a: a's ingress is open and its replies must pass its egress isolation")
+	}
+	if reaches(pp.a, pp.b, 8080) {
+		t.Error("a reaches b though a's egress allows nothing")
+	}
+	node := testPod{ns: pp.n.node, cfg: PodConfig{Addr: netip.MustParseAddr(primaryIP)}}
+	serveTCP(t, node.ns, netip.AddrPortFrom(node.cfg.Addr, 8081))
+	if !reaches(pp.c, node, 8081) {
+		t.Error("c cannot reach its node; the check below would prove nothing")
+	}
+	if reaches(pp.a, node, 8081) {
+		t.Error("a reaches its node though its egress allows nothing")
+	}
+}
+
+func TestAnEgressAllowStillMeetsTheDestinationsIngress(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{
+		{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{Allows: []netpol.Allow{{AnyPeer: true}}}},
+		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}},
+	}})
+	if reaches(pp.a, pp.b, 8080) {
+		t.Error("a reaches b: a's egress allows it but b's ingress allows nothing")
+	}
+}
+
+// echoConn is a TCP connection from one pod to an echo server in another
+// that stays open across policy changes.
+type echoConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func openEcho(t *testing.T, from, to testPod, port uint16) *echoConn {
+	t.Helper()
+	addr := netip.AddrPortFrom(to.cfg.Addr, port)
+	var ln net.Listener
+	netnstest.Do(t, to.ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr.String())
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, line)
+		}
+	}()
+	var c net.Conn
+	if err := from.ns.Do(func(ns.NetNS) error {
+		var err error
+		c, err = net.DialTimeout("tcp4", addr.String(), 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("connect %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &echoConn{c: c, r: bufio.NewReader(c)}
+}
+
+// flows says whether a line still comes back within a second.
+func (e *echoConn) flows(msg string) bool {
+	_ = e.c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := fmt.Fprintln(e.c, msg); err != nil {
+		return false
+	}
+	line, err := e.r.ReadString('\n')
+	return err == nil && strings.TrimSpace(line) == msg
+}
+
+func TestAChangedPolicyKeepsTheConnectionsItStillAllowsAndCutsTheOthers(t *testing.T) {
+	pp := newPolicyPods(t)
+	allowA := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
+		Allows: []netpol.Allow{{Rule: "one", Peers: only(pp.a)}}}}}}
+	pp.set(t, allowA)
+	conn := openEcho(t, pp.a, pp.b, 7070)
+	if !conn.flows("first") {
+		t.Fatal("the allowed connection does not flow")
+	}
+	// Another policy, still allowing a: the table is rewritten.
+	stillA := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
+		Allows: []netpol.Allow{{Rule: "two", Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []netpol.Port{{Protocol: netpol.TCP}}}}}}}}
+	pp.set(t, stillA)
+	if !conn.flows("second") {
+		t.Error("a rewrite that still allows the connection cut it")
+	}
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}})
+	if conn.flows("third") {
+		t.Error("the connection still flows after a policy that no longer allows it")
+	}
+}
+
+func TestPolicyRulesOutliveTheirWriterAndGoWhenNothingIsIsolated(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	rs := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}}
+	pp.set(t, rs)
+	if reaches(pp.a, pp.b, 8080) {
+		t.Fatal("b is reached though isolated")
+	}
+	// A restarted agent: a new Dataplane on the same node, which has
+	// written nothing yet. The kernel still holds the verdicts.
+	again, err := New(Options{NetNS: pp.n.node.Path(), PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reaches(pp.a, pp.b, 8080) {
+		t.Error("b is reached while its agent is away; the last verdicts must hold")
+	}
+	before, err := again.PolicyDrops(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.SetPolicy(testContext(t), rs, false); err != nil {
+		t.Fatal(err)
+	}
+	after, err := again.PolicyDrops(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[pp.b.cfg.Addr].Ingress < before[pp.b.cfg.Addr].Ingress || before[pp.b.cfg.Addr].Ingress == 0 {
+		t.Errorf("drops before the rewrite %v, after %v; a rewrite must not lose them", before, after)
+	}
+	if err := again.SetPolicy(testContext(t), netpol.Ruleset{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := listTable(t, pp.n.node, PolicyTable, false); got != nil {
+		t.Errorf("table left with nothing isolated:\n%s", strings.Join(got, "\n"))
+	}
+	if !reaches(pp.a, pp.b, 8080) {
+		t.Error("b not reached once nothing isolates it")
+	}
+}
+
+func TestPolicyTableReadsAsItsComments(t *testing.T) {
+	pp := newPolicyPods(t)
+	rs := netpol.Ruleset{Pods: []netpol.PodRules{
+		{Pod: ref(pp.a, "pol-a"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{
+			{Rule: "default/p ingress[0]", Peers: only(pp.c), Ports: []netpol.Port{{Protocol: netpol.UDP, First: 53, Last: 53}, {Protocol: netpol.SCTP}}},
+		}}},
+		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{
+			{Rule: "default/p ingress[0]", Peers: only(pp.c)},
+		}}},
+	}}
+	if err := pp.n.dp.SetPolicy(testContext(t), rs, true); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(listTable(t, pp.n.node, PolicyTable, false), "\n")
+	for _, want := range []string{
+		"ct direction reply accept",
+		"ip saddr vmap @egress",
+		"ip daddr vmap @ingress",
+		"10.0.0.50 : jump in-10.0.0.50",
+		"ip saddr @peers-0 udp dport 53 return",
+		"meta l4proto sctp return",
+		`log prefix "vpcnet-policy drop ingress default/pol-a: "`,
+		`counter name "drop-in-10.0.0.50" drop`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	// Both pods' rules admit the same peers: one set serves them.
+	if strings.Count(text, "set peers-") != 1 {
+		t.Errorf("want one shared peer set:\n%s", text)
+	}
+}
