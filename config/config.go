@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/vpcnet/vpcnet/netpol"
 )
 
 //go:generate go test -run ^TestSettingsDocIsUpToDate$ -update
@@ -58,6 +60,13 @@ type Config struct {
 	// PodIMDS is VPCNET_POD_IMDS: "allow" or "deny" pods' packets to
 	// the instance metadata service.
 	PodIMDS string
+
+	// NetworkPolicy enforcement. NetworkPolicy is VPCNET_NETWORK_POLICY:
+	// false when another engine enforces policy (chained). Mode is
+	// NETWORK_POLICY_ENFORCING_MODE: how a pod whose policies are not
+	// known yet starts.
+	NetworkPolicy     bool
+	NetworkPolicyMode netpol.Mode
 
 	// Identity and tagging.
 	NodeName          string
@@ -184,6 +193,12 @@ func crossCheck(c *Config, given map[string]string) []Problem {
 	} else if c.ENIMTU != 0 && c.PodMTU > c.ENIMTU {
 		problems = append(problems, Problem{"POD_MTU", given["POD_MTU"],
 			fmt.Sprintf("must not exceed AWS_VPC_ENI_MTU (%d): larger packets would be dropped leaving the node", c.ENIMTU)})
+	}
+	// Strict asks that a pod start isolated; with enforcement off no pod
+	// is ever isolated, so the setting would be silently ignored.
+	if !c.NetworkPolicy && c.NetworkPolicyMode == netpol.Strict {
+		problems = append(problems, Problem{"NETWORK_POLICY_ENFORCING_MODE", given["NETWORK_POLICY_ENFORCING_MODE"],
+			"must be standard (or unset) with VPCNET_NETWORK_POLICY=off: vpcnet then isolates no pod, so strict would be ignored; remove it, or turn enforcement on"})
 	}
 	return problems
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vpcnet/vpcnet/netpol"
 )
 
 // env is a lookup over a fixed set of variables.
@@ -36,6 +38,8 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		PodMTU:              9001,
 		VethPrefix:          "eni",
 		PodIMDS:             "allow",
+		NetworkPolicy:       true,
+		NetworkPolicyMode:   netpol.Standard,
 		AdditionalENITags:   map[string]string{},
 		LeakedENIGrace:      10 * time.Minute,
 		LogLevel:            slog.LevelInfo,
@@ -94,6 +98,9 @@ func TestLoadReadsValidValues(t *testing.T) {
 		{map[string]string{"ENABLE_IPv6": "false", "ENABLE_POD_ENI": "false"}, func(Config) bool { return true }},
 		{map[string]string{"MAX_PODS": "110"}, func(c Config) bool { return c.MaxPods == 110 }},
 		{map[string]string{"VPCNET_POD_IMDS": "deny"}, func(c Config) bool { return c.PodIMDS == "deny" }},
+		{map[string]string{"NETWORK_POLICY_ENFORCING_MODE": "strict"}, func(c Config) bool { return c.NetworkPolicy && c.NetworkPolicyMode == netpol.Strict }},
+		{map[string]string{"VPCNET_NETWORK_POLICY": "off"}, func(c Config) bool { return !c.NetworkPolicy && c.NetworkPolicyMode == netpol.Standard }},
+		{map[string]string{"VPCNET_NETWORK_POLICY": "off", "NETWORK_POLICY_ENFORCING_MODE": "standard"}, func(c Config) bool { return !c.NetworkPolicy }},
 		// Empty counts as unset, as `value: ""` in a manifest.
 		{map[string]string{"WARM_ENI_TARGET": "", "VPCNET_STATE_DIR": ""}, func(c Config) bool { return c.WarmENITarget == 1 && c.StateDir == "/var/lib/vpcnet" }},
 	}
@@ -141,6 +148,10 @@ func TestLoadRefusesInvalidValuesNamingEach(t *testing.T) {
 		{"CLUSTER_NAME", strings.Repeat("x", 257), "must be at most 256 characters"},
 		{"MAX_PODS", "-1", "must be a whole number ≥ 0"},
 		{"VPCNET_POD_IMDS", "block", "must be one of allow, deny"},
+		{"NETWORK_POLICY_ENFORCING_MODE", "Strict", "must be one of standard, strict"},
+		{"NETWORK_POLICY_ENFORCING_MODE", "permissive", "must be one of standard, strict"},
+		{"VPCNET_NETWORK_POLICY", "true", "must be one of on, off"},
+		{"VPCNET_NETWORK_POLICY", "disabled", "must be one of on, off"},
 		{"ENABLE_IPv6", "true", "must be false: vpcnet gives pods IPv4 addresses only"},
 		{"ENABLE_POD_ENI", "true", "must be false: vpcnet does not provide security groups for pods; switching would silently drop their enforcement"},
 	}
@@ -181,6 +192,18 @@ func TestLoadReportsEveryProblemOnOneLine(t *testing.T) {
 	}
 }
 
+// Strict mode asks for pods to start isolated; with enforcement off
+// nothing would isolate them, so the pair is refused rather than strict
+// silently ignored.
+func TestStrictModeWithNetworkPolicyOffStopsTheAgentWithOneLine(t *testing.T) {
+	_, err := Load(env(map[string]string{"NETWORK_POLICY_ENFORCING_MODE": "strict", "VPCNET_NETWORK_POLICY": "off"}))
+	want := `invalid settings: NETWORK_POLICY_ENFORCING_MODE="strict": must be standard (or unset) with VPCNET_NETWORK_POLICY=off: ` +
+		`vpcnet then isolates no pod, so strict would be ignored; remove it, or turn enforcement on`
+	if err == nil || err.Error() != want {
+		t.Errorf("Load error\n got %v\nwant %s", err, want)
+	}
+}
+
 func TestLoadReadsOnlyThroughLookup(t *testing.T) {
 	t.Setenv("WARM_ENI_TARGET", "7")
 	c, err := Load(env(nil))
@@ -203,6 +226,7 @@ func TestSettingsValuesLoadBackToTheSameConfig(t *testing.T) {
 		"POD_MTU":                            "1500",
 		"VPCNET_RECONCILE_INTERVAL":          "90s",
 		"VPCNET_EC2_ENDPOINT":                "https://ec2.eu-west-1.amazonaws.com",
+		"NETWORK_POLICY_ENFORCING_MODE":      "strict",
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -60,10 +60,6 @@ func foldedLiteral(values ...string) func(string) bool {
 // never accepts no value: the variable must be unset or empty.
 func never(string) bool { return false }
 
-// networkPolicyInstead is shared by the network policy settings; the
-// README's "Network policy" section lists the engines that chain.
-const networkPolicyInstead = "vpcnet does not enforce network policy; remove it and run a policy engine that chains with vpcnet (Calico in policy-only mode, Cilium in generic-veth chaining mode; README, Network policy)"
-
 var refusals = []refusal{
 	{"AWS_MANAGE_ENIS_NON_SCHEDULABLE", "`true`", isBool(true),
 		"vpcnet manages ENIs on cordoned nodes too; remove it, and drain nodes whose ENIs must not grow"},
@@ -117,7 +113,6 @@ var refusals = []refusal{
 		"vpcnet runs IPv4 clusters only; remove it"},
 	{"DISABLE_POD_V6", "`false`", isBool(false),
 		"vpcnet does not chain the tuning plugin that disables IPv6 in pods; remove it and set net.ipv6.conf.all.disable_ipv6=1 in the pod's securityContext.sysctls (an unsafe sysctl: allow it with the kubelet's --allowed-unsafe-sysctls)"},
-	{"NETWORK_POLICY_ENFORCING_MODE", "`standard`", literal("standard"), networkPolicyInstead},
 	{"ENABLE_MULTI_NIC", "`false`", isBool(false),
 		"vpcnet manages network card 0 only and leaves interfaces on other cards alone; remove it"},
 	{"MANAGE_UNTAGGED_ENI", "`true`", isBool(true),

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vpcnet/vpcnet/netpol"
 )
 
 // awsNodeManifestEnv is the aws-node container's environment in the
@@ -85,6 +87,11 @@ func TestLoadEnvironStartsWithTheAmazonVPCCNIManifestAndThePodEnvironment(t *tes
 	if c.NodeName != "ip-10-0-1-5.ec2.internal" || c.LogLevel.String() != "DEBUG" {
 		t.Errorf("settings not read: %+v", c)
 	}
+	// aws-node's manifest asks for standard mode; vpcnet enforces
+	// NetworkPolicy with the same meaning.
+	if !c.NetworkPolicy || c.NetworkPolicyMode != netpol.Standard {
+		t.Errorf("NetworkPolicy %t, mode %q; want on, standard", c.NetworkPolicy, c.NetworkPolicyMode)
+	}
 }
 
 func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
@@ -92,7 +99,6 @@ func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
 		name, value string
 		instead     string // a part of what to do instead
 	}{
-		{"NETWORK_POLICY_ENFORCING_MODE", "strict", "Calico in policy-only mode, Cilium in generic-veth chaining mode"},
 		{"ENABLE_MULTI_NIC", "true", "network card 0 only"},
 		{"ENABLE_MULTI_NIC", "1", "network card 0 only"},
 		{"AWS_MANAGE_ENIS_NON_SCHEDULABLE", "false", "cordoned nodes"},

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vpcnet/vpcnet/netpol"
 )
 
 // settings is every setting, in the order of docs/settings.md: the Amazon
@@ -58,6 +60,7 @@ var settings = []setting{
 		func(c *Config) *bool { return &c.DisableMetrics }),
 	boolVar("DISABLE_LEAKED_ENI_CLEANUP", "false", "Do not delete available ENIs this cluster's agents created and left behind.",
 		func(c *Config) *bool { return &c.DisableLeakedENICleanup }),
+	networkPolicyModeVar(),
 	unsupportedVar("ENABLE_IPv6", "vpcnet gives pods IPv4 addresses only"),
 	unsupportedVar("ENABLE_POD_ENI", "vpcnet does not provide security groups for pods; switching would silently drop their enforcement"),
 
@@ -65,6 +68,7 @@ var settings = []setting{
 		0, maxInt, func(c *Config) *int { return &c.MaxPods }),
 	stringVar("VPCNET_POD_IMDS", "allow", "Whether pods may reach the instance metadata service (169.254.169.254, fd00:ec2::254) and so the node's IAM role: allow, or deny, which drops their packets to it in vpcnet's nftables table. hostNetwork pods are not affected.",
 		oneOf("allow", "deny"), func(c *Config) *string { return &c.PodIMDS }),
+	networkPolicyVar(),
 	stringVar("VPCNET_METRICS_BIND_ADDRESS", ":61678", "Where the Prometheus metrics endpoint listens (host:port). The Amazon VPC CNI's fixed port is the default.",
 		bindAddr, func(c *Config) *string { return &c.MetricsAddr }),
 	stringVar("VPCNET_SOCKET", "/run/vpcnet/vpcnetd.sock", "Unix socket, root only, on which the CNI plugin asks the agent for addresses.",
@@ -139,6 +143,44 @@ func cooldownVar() setting {
 			return nil
 		},
 		get: func(c *Config) string { return strconv.Itoa(int(c.Cooldown / time.Second)) },
+	}
+}
+
+// networkPolicyModeVar keeps the Amazon VPC CNI's values and meanings, so
+// the value in aws-node's own manifest (standard) means the same here.
+func networkPolicyModeVar() setting {
+	return setting{name: "NETWORK_POLICY_ENFORCING_MODE", def: string(netpol.Standard),
+		meaning: "How a pod starts whose NetworkPolicies the agent cannot know yet (the API server has not told it the pod's labels): standard, open, and isolated as its policies say as soon as they are known; strict, isolated both ways with nothing allowed until then, and its ADD fails (the runtime retries) while the agent has not yet listed the cluster's policies, namespaces and pods. Traffic between a pod and its own node (kubelet probes) always passes, unlike in the Amazon VPC CNI's strict mode (aws-network-policy-agent issues #271, #288). Strict needs VPCNET_NETWORK_POLICY=on.",
+		set: func(c *Config, v string) error {
+			switch m := netpol.Mode(v); m {
+			case netpol.Standard, netpol.Strict:
+				c.NetworkPolicyMode = m
+				return nil
+			}
+			return fmt.Errorf("must be one of %s, %s", netpol.Standard, netpol.Strict)
+		},
+		get: func(c *Config) string { return string(c.NetworkPolicyMode) },
+	}
+}
+
+// networkPolicyVar is on or off rather than a bool: it names a state of
+// the node, as operators say it ("policy is off here").
+func networkPolicyVar() setting {
+	return setting{name: "VPCNET_NETWORK_POLICY", def: "on",
+		meaning: "Whether the agent enforces NetworkPolicy for its pods, in its own nftables tables: on, or off for clusters that chain another policy engine (Calico in policy-only mode, Cilium in generic-veth chaining; README, Network policy). Needs the Kubernetes API. Off, the agent still counts the cluster's NetworkPolicy objects and says that this node enforces none of them.",
+		set: func(c *Config, v string) error {
+			if err := oneOf("on", "off")(v); err != nil {
+				return err
+			}
+			c.NetworkPolicy = v == "on"
+			return nil
+		},
+		get: func(c *Config) string {
+			if c.NetworkPolicy {
+				return "on"
+			}
+			return "off"
+		},
 	}
 }
 

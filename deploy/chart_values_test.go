@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/netpol"
 )
 
 // TestChartValues renders the chart with values an operator would set and
@@ -84,6 +85,24 @@ func TestChartValues(t *testing.T) {
 			name: "moved paths are mounted from the same host paths",
 			args: []string{"--set", "env.VPCNET_STATE_DIR=/data/vpcnet", "--set", "env.VPCNET_SOCKET=/run/vpcnet-alt/agent.sock",
 				"--set", "env.VPCNET_CNI_CONF_DIR=/etc/cni/alt.d", "--set", "env.VPCNET_AWS_VPC_CNI_CHECKPOINT=/run/aws/ipam.json"},
+		},
+		{
+			name: "NetworkPolicy enforcement off, for a chained policy engine",
+			args: []string{"--set", "env.VPCNET_NETWORK_POLICY=off"},
+			check: func(t *testing.T, m manifestSet, cfg config.Config) {
+				if cfg.NetworkPolicy {
+					t.Error("agent would enforce NetworkPolicy with env.VPCNET_NETWORK_POLICY=off")
+				}
+			},
+		},
+		{
+			name: "strict NetworkPolicy mode",
+			args: []string{"--set", "env.NETWORK_POLICY_ENFORCING_MODE=strict"},
+			check: func(t *testing.T, m manifestSet, cfg config.Config) {
+				if !cfg.NetworkPolicy || cfg.NetworkPolicyMode != netpol.Strict {
+					t.Errorf("agent would run with NetworkPolicy %t, mode %q; want on, strict", cfg.NetworkPolicy, cfg.NetworkPolicyMode)
+				}
+			},
 		},
 		{
 			name:    "a misspelt setting is refused by name",

@@ -147,6 +147,9 @@ var wantRules = []string{
 	"/pods:get", "/pods:list", "/pods:watch",
 	"/events:create", "/events:patch",
 	"crd.k8s.amazonaws.com/eniconfigs:list", "crd.k8s.amazonaws.com/eniconfigs:watch",
+	// NetworkPolicy enforcement: every policy, namespace and pod.
+	"/namespaces:list", "/namespaces:watch",
+	"networking.k8s.io/networkpolicies:list", "networking.k8s.io/networkpolicies:watch",
 }
 
 func checkRBAC(t *testing.T, m manifestSet) {

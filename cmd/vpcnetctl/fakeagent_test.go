@@ -15,6 +15,14 @@ import (
 // the introspect types, and /metrics.
 func fakeAgent(t *testing.T, st introspect.Status) *httptest.Server {
 	t.Helper()
+	return fakeAgentWithPolicy(t, st, enforcingPolicy())
+}
+
+// fakeAgentWithPolicy is fakeAgent serving pol at /v1/policy as vpcnetd
+// does: the node's status, plus a pod's verdicts only when asked for that
+// pod and pol has it (it runs on this node).
+func fakeAgentWithPolicy(t *testing.T, st introspect.Status, pol introspect.PolicyStatus) *httptest.Server {
+	t.Helper()
 	since := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	serve := func(v any, code int) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -40,6 +48,16 @@ func fakeAgent(t *testing.T, st introspect.Status) *httptest.Server {
 		{Name: "WARM_IP_TARGET", Value: "5", Default: "0", Meaning: "free addresses to keep"},
 		{Name: "AWS_SECRET_ACCESS_KEY", Value: "hunter2secret", Default: ""},
 	}, http.StatusOK))
+	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		out := pol
+		out.Pods = nil
+		for _, p := range pol.Pods {
+			if pod := r.URL.Query().Get("pod"); pod == p.Namespace+"/"+p.Name {
+				out.Pods = append(out.Pods, p)
+			}
+		}
+		serve(out, http.StatusOK)(w, r)
+	})
 	mux.HandleFunc("GET /readyz", serve(introspect.Readyz{Ready: st.Ready, Conditions: st.Conditions}, readyCode))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -76,6 +94,37 @@ func notReadyStatus() introspect.Status {
 	st.MaxPods = introspect.MaxPods{Value: 110, Source: "kubelet", Kubelet: 110, Addressable: 29, Recommended: 29, Warning: true,
 		Problem: "the kubelet advertises 110 pods, but this node (t3.medium with secondary addresses) can address only 29"}
 	return st
+}
+
+// enforcingPolicy is a node enforcing NetworkPolicy with its rules up to
+// date (applied 12 s before the call): default/web-1 is isolated for
+// ingress by two policies, default/db-0 both ways with nothing allowed
+// out.
+func enforcingPolicy() introspect.PolicyStatus {
+	return introspect.PolicyStatus{
+		Enabled: true, Mode: "standard", Synced: true, Policies: 3, Isolated: 2,
+		Applied: time.Now().Add(-12 * time.Second),
+		Pods: []introspect.PolicyPod{{
+			Namespace: "default", Name: "web-1", IP: "10.0.0.11", Known: true,
+			Ingress: &introspect.PolicyDirection{
+				Policies: []string{"default/allow-web", "default/deny-all"},
+				Allows: []introspect.PolicyAllow{
+					{Rule: "default/allow-web ingress[0]", Peers: []string{"10.0.1.0/24", "10.0.2.7/32"}, Ports: []string{"TCP/80", "UDP/5000-5010"}},
+					{Rule: "default/allow-web ingress[1]", AnyPeer: true},
+					{Rule: "default/allow-web ingress[2]", Ports: []string{"SCTP"}},
+				},
+			},
+			DroppedIngress: 12,
+		}, {
+			Namespace: "default", Name: "db-0", IP: "10.0.0.12", Known: true,
+			Ingress: &introspect.PolicyDirection{Policies: []string{"default/db"}, Allows: []introspect.PolicyAllow{
+				{Rule: "default/db ingress[0]", Peers: []string{"10.0.0.1/32", "10.0.0.2/32", "10.0.0.3/32", "10.0.0.4/32", "10.0.0.5/32",
+					"10.0.0.6/32", "10.0.0.7/32", "10.0.0.8/32", "10.0.0.9/32", "10.0.0.10/32"}, Ports: []string{"TCP/5432"}},
+			}},
+			Egress:        &introspect.PolicyDirection{Policies: []string{"default/deny-all"}, Allows: []introspect.PolicyAllow{}},
+			DroppedEgress: 3,
+		}},
+	}
 }
 
 // unreachableAddr is an address where nothing listens.

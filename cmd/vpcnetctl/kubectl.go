@@ -21,6 +21,9 @@ on NODE (label ` + agentexec.Selector + `) and runs vpcnetctl in its container
 commands:
   status NODE [-o table|json]   the agent's readiness, counts, planned change, problems
   doctor NODE [-o table|json]   doctor's findings on NODE
+  policy NODE [NAMESPACE/POD] [-o table|json]
+                                NetworkPolicy enforcement on NODE, and the verdicts of
+                                a pod that runs there
   version                       this plugin's version
 
 RBAC: the ClusterRole vpcnet-operator in deploy/vpcnet.yaml (list pods, create
@@ -33,7 +36,7 @@ exit codes:
 
 // runKubectl is main for the binary installed as kubectl-vpcnet.
 func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f := newCmdFlags("vpcnet", "status|doctor NODE [-o table|json] | version", kubectlAbout)
+	f := newCmdFlags("vpcnet", "status|doctor NODE [-o table|json] | policy NODE [NAMESPACE/POD] [-o table|json] | version", kubectlAbout)
 	f.Init("kubectl vpcnet", flag.ContinueOnError)
 	kubeconfig := f.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	kubeContext := f.String("context", "", "kubeconfig context (default the current one)")
@@ -50,11 +53,16 @@ func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stdout, "kubectl-vpcnet %s\n", version.Get())
 		return exitOK
 	}
-	if len(pos) != 2 || (pos[0] != "status" && pos[0] != "doctor") {
-		return exitCode(fmt.Errorf("%w: want `kubectl vpcnet status NODE` or `kubectl vpcnet doctor NODE` (kubectl vpcnet --help)", errUsage), "kubectl vpcnet", stderr)
+	if !kubectlArgsOK(pos) {
+		return exitCode(fmt.Errorf("%w: want `kubectl vpcnet status NODE`, `kubectl vpcnet doctor NODE` or `kubectl vpcnet policy NODE [NAMESPACE/POD]` (kubectl vpcnet --help)", errUsage), "kubectl vpcnet", stderr)
 	}
 	if *output != "table" && *output != "json" {
 		return exitCode(fmt.Errorf("%w: -o %q: want table or json", errUsage, *output), "kubectl vpcnet", stderr)
+	}
+	if len(pos) == 3 {
+		if err := checkPodArg(pos[2]); err != nil {
+			return exitCode(err, "kubectl vpcnet", stderr)
+		}
 	}
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
@@ -64,11 +72,26 @@ func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kubectl vpcnet: kubeconfig: %v (give --kubeconfig FILE or set KUBECONFIG)\n", err)
 		return exitFailed
 	}
-	argv := []string{"vpcnetctl", pos[0]}
+	argv := append([]string{"vpcnetctl", pos[0]}, pos[2:]...)
 	if *output == "json" {
 		argv = append(argv, "-o", "json") // the table is each command's default
 	}
 	return onNode(ctx, rc, *namespace, pos[1], argv, stdout, stderr)
+}
+
+// kubectlArgsOK says whether pos is a command kubectl vpcnet runs on a
+// node: status or doctor NODE, policy NODE [NAMESPACE/POD].
+func kubectlArgsOK(pos []string) bool {
+	if len(pos) < 2 {
+		return false
+	}
+	switch pos[0] {
+	case "status", "doctor":
+		return len(pos) == 2
+	case "policy":
+		return len(pos) <= 3
+	}
+	return false
 }
 
 // onNode runs argv in the agent's container on node and returns its exit

@@ -28,7 +28,7 @@ import (
 // kubectl vpcnet as an operator runs it: a kubeconfig for a user bound to
 // vpcnet-operator, a real API server, and the node's kubelet (a fake that
 // answers the exec as vpcnetctl in the agent's container would).
-func TestKubectlVpcnetStatusAndDoctorReachTheNodesAgentThroughTheAPIServer(t *testing.T) {
+func TestKubectlVpcnetStatusDoctorAndPolicyReachTheNodesAgentThroughTheAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c := kubetest.Start(ctx, t)
@@ -97,6 +97,8 @@ func TestKubectlVpcnetStatusAndDoctorReachTheNodesAgentThroughTheAPIServer(t *te
 			exitFailed, `{"ready":false}`, "", []string{ns + "/" + pod.Name + "/vpcnet: vpcnetctl status -o json"}},
 		{"doctor runs in the node's agent pod", []string{"doctor", node, "-o", "json", "--kubeconfig", oncall, "-n", ns},
 			exitFailed, `{"ready":false}`, "", []string{ns + "/" + pod.Name + "/vpcnet: vpcnetctl doctor -o json"}},
+		{"policy asks the node's agent about the pod", []string{"policy", node, "default/web-1", "-o", "json", "--kubeconfig", oncall, "-n", ns},
+			exitFailed, `{"ready":false}`, "", []string{ns + "/" + pod.Name + "/vpcnet: vpcnetctl policy default/web-1 -o json"}},
 		{"no agent pod on the node", []string{"doctor", "ip-10-9-9-9-" + id, "--kubeconfig", oncall, "-n", ns},
 			exitUnreachable, "", `no vpcnet agent pod on node "ip-10-9-9-9-` + id + `"`, nil},
 		{"a user without vpcnet-operator", []string{"status", node, "--kubeconfig", nobody, "-n", ns},

@@ -36,6 +36,7 @@ func commands() []command {
 		{"enis", "the node's ENIs and their addresses", runENIs},
 		{"pods", "which pod holds which address", runPods},
 		{"config", "the agent's settings, with defaults", runConfig},
+		{"policy", "NetworkPolicy enforcement on the node, and a pod's verdicts", runPolicy},
 		{"bundle", "write a support bundle (.tar.gz), also when the agent is down", runBundle},
 		{"version", "this binary's version and the agent's, and whether they match", runVersion},
 		{"sim", "run the local cloud (EC2 API and IMDS emulator)", runSim},
@@ -133,10 +134,10 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nstatus, enis, pods and config read the agent's introspection endpoint\n"+
+	fmt.Fprintf(w, "\nstatus, enis, pods, config and policy read the agent's introspection endpoint\n"+
 		"(--agent ADDR, default %s, the agent's INTROSPECTION_BIND_ADDRESS)\n"+
 		"and print tables, or JSON with -o json.\n\n%s\n\n"+
-		"Installed as kubectl-vpcnet: kubectl vpcnet status|doctor NODE (see kubectl vpcnet --help).\n",
+		"Installed as kubectl-vpcnet: kubectl vpcnet status|doctor|policy NODE (see kubectl vpcnet --help).\n",
 		introspect.DefaultAddr, exitCodesHelp)
 }
 

@@ -24,7 +24,7 @@ import (
 // Whether the list is used depends on the API server, so the ClusterRole
 // grants it. (The Node informer's list is needed anyway: the providerID
 // search lists Nodes.)
-var watchListFallback = []string{"list eniconfigs.crd.k8s.amazonaws.com", "list pods"}
+var watchListFallback = []string{"list eniconfigs.crd.k8s.amazonaws.com", "list pods", "list namespaces", "list networkpolicies.networking.k8s.io"}
 
 func TestTheDaemonSetsServiceAccountIsAllowedEveryRequestTheLayerMakes(t *testing.T) {
 	t.Parallel()
@@ -39,6 +39,7 @@ func TestTheDaemonSetsServiceAccountIsAllowedEveryRequestTheLayerMakes(t *testin
 	e.waitEvent(t, podRef(s.pod), agent.EventSubnetExhausted, 2)
 	e.waitEvent(t, podRef(s.unbound), agent.EventPending, 1)
 	e.waitEvent(t, nodeRef(s.node), agent.EventUnauthorized, 1)
+	startPolicyWatch(t, e.agentConfig(t), s.l.reqs)
 	if st := s.l.State(); st.LastError != "" || !st.Reachable {
 		t.Errorf("state reports trouble: reachable %v, last error %q", st.Reachable, st.LastError)
 	}
