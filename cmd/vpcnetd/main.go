@@ -71,7 +71,11 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, HostPorts: dp, Veths: dp, Kube: k, Budget: budget, Logger: log, Registerer: reg, Gatherer: reg})
+	pol, err := policyOptions(cfg, rc, dp)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Options{Config: cfg, Cloud: c, Host: host{dp}, HostPorts: dp, Veths: dp, Kube: k, Budget: budget, Policy: pol, Logger: log, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		return err
 	}
@@ -94,6 +98,28 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	go idlegc.Run(ctx)
 	return a.Run(ctx)
+}
+
+// policyOptions turns NetworkPolicy enforcement on when the API server
+// is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
+// counts the cluster's policies, to name those it leaves unenforced.
+func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) (agent.PolicyOptions, error) {
+	o := agent.PolicyOptions{Mode: cfg.NetworkPolicyMode}
+	if rc == nil {
+		o.Off = "no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): there are no NetworkPolicy objects to read"
+		return o, nil
+	}
+	src, err := kube.PolicySourcesForConfig(rc)
+	if err != nil {
+		return o, fmt.Errorf("NetworkPolicy watch: %w", err)
+	}
+	if !cfg.NetworkPolicy {
+		o.Off = "VPCNET_NETWORK_POLICY=off"
+		o.Count = src.CountNetworkPolicies
+		return o, nil
+	}
+	o.Source, o.Rules = kube.NewPolicyWatch(src), dp
+	return o, nil
 }
 
 // kubeLayer connects to the API server the settings and the environment
