@@ -12,9 +12,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,6 +24,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "get" {
 		os.Exit(get(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "hammer" {
+		os.Exit(hammer(os.Args[2:]))
 	}
 	addr := ":8080"
 	if v := os.Getenv("LISTEN"); v != "" {
@@ -91,5 +96,88 @@ func get(urls []string) int {
 	if failed > 0 {
 		return 1
 	}
+	return 0
+}
+
+// hammer is "hammer CIDR PORT SECONDS": for SECONDS it asks every address
+// of CIDR for http://ADDR:PORT/ over and over, each attempt with a short
+// timeout, so that a pod created meanwhile is asked from the moment it has
+// an address. It prints "OK ADDR NAME" for the first answer from each
+// address (NAME: the answering pod), and "LOST ADDR NAME" for every later
+// attempt to an address that had answered and then did not: what a
+// NetworkPolicy test reads to tell "never connected" and "always
+// connected once up" apart. Exit 0 unless the arguments are wrong.
+func hammer(args []string) int {
+	if len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: testserver hammer CIDR PORT SECONDS")
+		return 2
+	}
+	prefix, err := netip.ParsePrefix(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var seconds int
+	if _, err := fmt.Sscan(args[2], &seconds); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	port := args[1]
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	// 254 addresses asked at once need more descriptors than a
+	// container's default soft limit leaves.
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	// An address nobody serves is given up on quickly; one that has
+	// answered gets 3 s, longer than a SYN's first retransmission: a
+	// loss then is a connection that was dropped, not a slow machine.
+	quick := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	patient := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	slots := make(chan struct{}, 64)
+	var mu sync.Mutex
+	seen := map[netip.Addr]string{}
+	var wg sync.WaitGroup
+	for a := prefix.Masked().Addr().Next(); prefix.Contains(a); a = a.Next() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				had, ok := seen[a]
+				mu.Unlock()
+				client := quick
+				if ok {
+					client = patient
+				}
+				slots <- struct{}{}
+				name := ""
+				resp, err := client.Get("http://" + net.JoinHostPort(a.String(), port) + "/")
+				<-slots
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					name, _, _ = strings.Cut(strings.TrimSpace(string(body)), " ")
+				}
+				mu.Lock()
+				switch {
+				case name != "" && !ok:
+					seen[a] = name
+					fmt.Printf("OK %s %s %s\n", a, name, time.Now().UTC().Format(time.RFC3339Nano))
+				case name == "" && ok:
+					fmt.Printf("LOST %s %s %s: %v\n", a, had, time.Now().UTC().Format(time.RFC3339Nano), err)
+				}
+				mu.Unlock()
+				if err != nil {
+					// A refused connection answers at once: do not spin.
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("DONE")
 	return 0
 }
