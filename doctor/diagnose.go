@@ -24,6 +24,7 @@ var rules = []rule{
 	permissionFindings,
 	awsNodeFindings,
 	imdsExposureFindings,
+	policyFindings,
 }
 
 // Diagnose turns what Gather read into a report. It is pure: the same

@@ -24,6 +24,7 @@ func healthy() Facts {
 				MaxENIs: 3, IPv4PerENI: 10, Addresses: introspect.Counts{Total: 18, Assigned: 2, Free: 16},
 			},
 			Config: map[string]string{"CLUSTER_NAME": "c1", "ENABLE_PREFIX_DELEGATION": "false"},
+			Policy: &introspect.PolicyStatus{Enabled: true, Mode: "standard", Synced: true, Policies: 2, Isolated: 1, Applied: now.Add(-time.Minute)},
 		},
 		Checkpoint: &CheckpointFacts{Path: "/var/lib/vpcnet/checkpoint.json", ModTime: now, Entries: []checkpoint.Entry{
 			{Addr: netip.MustParseAddr("10.0.0.10")}, {Addr: netip.MustParseAddr("10.0.0.11")},
@@ -44,6 +45,7 @@ func healthy() Facts {
 		Kube: &KubeFacts{
 			Node:    &NodeFact{Name: "ip-10-0-0-4.us-west-2.compute.internal", ProviderID: "aws:///us-west-2a/i-1"},
 			FoundBy: "name", AWSAuth: &AWSAuth{RoleARNs: []string{"arn:aws:iam::1:role/nodes"}},
+			NetworkPolicies: new(2),
 		},
 		ClusterName: "c1", StartupTaint: "vpcnet.io/not-ready",
 	}
@@ -198,6 +200,38 @@ func TestEachBrokenNodeGetsItsFinding(t *testing.T) {
 			f.EC2.Metadata = nil
 			f.IMDS.V1Allowed = new(true)
 		}, "imds-reachable-from-pods", Warning, "without a session token", "--http-tokens required"},
+		{"NetworkPolicies with enforcement off", func(f *Facts) {
+			f.Agent.Policy = &introspect.PolicyStatus{Source: "VPCNET_NETWORK_POLICY=off", Mode: "standard"}
+			f.Kube.NetworkPolicies = new(3)
+		}, "network-policy-unenforced", Error, "the API server lists 3 NetworkPolicy objects", "VPCNET_NETWORK_POLICY=on"},
+		{"NetworkPolicies with enforcement off, counted by the agent", func(f *Facts) {
+			f.Agent.Policy = &introspect.PolicyStatus{Source: "VPCNET_NETWORK_POLICY=off", Mode: "standard", Policies: 2}
+			f.Kube = nil
+		}, "network-policy-unenforced", Error, "the agent counts 2 NetworkPolicy objects", "chained with vpcnet"},
+		{"NetworkPolicies with enforcement off, host unread", func(f *Facts) {
+			f.Agent.Policy = &introspect.PolicyStatus{Source: "VPCNET_NETWORK_POLICY=off", Mode: "standard"}
+			f.Host = nil
+		}, "network-policy-unenforced", Warning, "could not look for a chained policy engine", "Calico in policy-only mode"},
+		{"NetworkPolicy rules lag the API server", func(f *Facts) {
+			pending := now.Add(-45 * time.Second)
+			f.Agent.Policy.PendingSince = &pending
+		}, "network-policy-behind", Warning, "pendingSince 2026-11-24T11:59:15Z (45s ago)", "vpcnet_policy_*"},
+		{"NetworkPolicy rules not written", func(f *Facts) {
+			pending := now.Add(-5 * time.Second)
+			f.Agent.Policy.PendingSince = &pending
+			f.Agent.Policy.LastError = "write NetworkPolicy rules: netlink receive: operation not permitted"
+		}, "network-policy-behind", Error, "lastError write NetworkPolicy rules: netlink receive: operation not permitted", "NetworkPolicy rules not written"},
+		{"NetworkPolicy watches not listed, standard", func(f *Facts) {
+			f.Agent.Policy.Synced, f.Agent.Policy.Applied = false, time.Time{}
+			f.Agent.Status.Conditions = []introspect.Condition{{Name: "cloud", OK: true, Since: now.Add(-2 * time.Minute)}}
+			f.Agent.Status.Kubernetes = introspect.KubeState{Enabled: true, Reachable: true,
+				LastError: `networkpolicies.networking.k8s.io is forbidden: User "system:serviceaccount:kube-system:vpcnet" cannot list resource "networkpolicies"`}
+		}, "network-policy-not-synced", Error, "cannot list resource \"networkpolicies\"", "networkpolicies (networking.k8s.io), namespaces and pods"},
+		{"NetworkPolicy watches not listed, strict", func(f *Facts) {
+			pending := now.Add(-90 * time.Second)
+			f.Agent.Policy.Synced, f.Agent.Policy.Mode, f.Agent.Policy.PendingSince = false, "strict", &pending
+			f.Agent.Status.Kubernetes = introspect.KubeState{Enabled: true, LastError: "dial tcp 10.100.0.1:443: i/o timeout"}
+		}, "network-policy-not-synced", Error, "API server not reachable: dial tcp 10.100.0.1:443: i/o timeout", "new pods are refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,5 +298,50 @@ func TestAFreshlyCreatedENIIsNotALeak(t *testing.T) {
 	f.EC2.Leaked = []ENIFact{{ID: "eni-new", DeviceIndex: -1, Tags: map[string]string{cloud.TagCreatedAt: now.Add(-2 * time.Second).Format(time.RFC3339)}}}
 	if r := Diagnose(f); len(r.Findings) != 0 {
 		t.Errorf("findings for an ENI created 2s ago: %+v", r.Findings)
+	}
+}
+
+// The NetworkPolicy findings name real trouble only: no policies to
+// enforce, a chained engine enforcing them, a lag a burst of changes
+// explains, an agent just started, or an agent too old to say.
+func TestNetworkPolicyFindingsHoldForHealthyStates(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(f *Facts)
+	}{
+		{"enforcement off, no policies", func(f *Facts) {
+			f.Agent.Policy = &introspect.PolicyStatus{Source: "VPCNET_NETWORK_POLICY=off"}
+			f.Kube.NetworkPolicies = new(0)
+		}},
+		{"enforcement off, Calico chained", func(f *Facts) {
+			f.Agent.Policy = &introspect.PolicyStatus{Source: "VPCNET_NETWORK_POLICY=off", Policies: 3}
+			f.Host.Chains = append(f.Host.Chains, NFTChain{Family: "ip", Table: "filter", Chain: "cali-FORWARD"})
+		}},
+		{"enforcement off, Cilium chained", func(f *Facts) {
+			f.Agent.Policy = &introspect.PolicyStatus{Source: "VPCNET_NETWORK_POLICY=off", Policies: 3}
+			f.Host.Chains = append(f.Host.Chains, NFTChain{Family: "ip", Table: "filter", Chain: "CILIUM_FORWARD"})
+		}},
+		{"a change 10s old", func(f *Facts) {
+			pending := now.Add(-10 * time.Second)
+			f.Agent.Policy.PendingSince = &pending
+		}},
+		{"watches listing for 20s", func(f *Facts) {
+			f.Agent.Policy.Synced = false
+			f.Agent.Status.Conditions = []introspect.Condition{{Name: "cloud", OK: true, Since: now.Add(-20 * time.Second)}}
+		}},
+		{"an agent without /v1/policy", func(f *Facts) {
+			f.Agent.Policy = nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := healthy()
+			tt.change(&f)
+			for _, x := range Diagnose(f).Findings {
+				if strings.HasPrefix(x.ID, "network-policy-") {
+					t.Errorf("finding %s: %s %v", x.ID, x.What, x.Evidence)
+				}
+			}
+		})
 	}
 }

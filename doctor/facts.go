@@ -34,6 +34,9 @@ type AgentFacts struct {
 	Status introspect.Status
 	// Config is /v1/config by setting name; nil if it could not be read.
 	Config map[string]string
+	// Policy is /v1/policy, the node's NetworkPolicy enforcement; nil if
+	// it could not be read (an agent older than enforcement has none).
+	Policy *introspect.PolicyStatus
 }
 
 // CheckpointFacts is the checkpoint file.
@@ -179,7 +182,10 @@ type KubeFacts struct {
 	AWSAuthErr string
 	// AWSNodeDaemonSet says kube-system/aws-node exists.
 	AWSNodeDaemonSet bool
-	Problems         []string
+	// NetworkPolicies is how many NetworkPolicy objects the cluster has;
+	// nil when they could not be listed (Problems says why).
+	NetworkPolicies *int
+	Problems        []string
 }
 
 // NodeFact is the Node object.

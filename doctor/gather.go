@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vpcnet/vpcnet/checkpoint"
@@ -34,6 +35,7 @@ func Gather(ctx context.Context, r Readers) Facts {
 	}
 
 	if r.Agent != nil {
+		var policyErr error
 		st, err := r.Agent.Status(ctx)
 		if err == nil {
 			f.Agent = &AgentFacts{Status: st}
@@ -43,6 +45,11 @@ func Gather(ctx context.Context, r Readers) Facts {
 					f.Agent.Config[s.Name] = s.Value
 				}
 			}
+			if pol, perr := r.Agent.Policy(ctx, ""); perr == nil {
+				f.Agent.Policy = &pol
+			} else {
+				policyErr = perr
+			}
 			if v := f.setting("VPCNET_STARTUP_TAINT"); v != "" {
 				f.StartupTaint = v
 			}
@@ -50,7 +57,13 @@ func Gather(ctx context.Context, r Readers) Facts {
 				f.ClusterName = v
 			}
 		}
-		note(SourceAgent, err, fmt.Sprintf("vpcnetd %s, ready=%t", orDash(st.Version), st.Ready))
+		detail := fmt.Sprintf("vpcnetd %s, ready=%t", orDash(st.Version), st.Ready)
+		if policyErr != nil {
+			// Not a failure of the source: an agent older than
+			// NetworkPolicy enforcement has no /v1/policy.
+			detail += "; NetworkPolicy status unread: " + policyErr.Error()
+		}
+		note(SourceAgent, err, detail)
 	} else {
 		skipped(SourceAgent, "no agent address")
 	}
@@ -121,6 +134,12 @@ func Gather(ctx context.Context, r Readers) Facts {
 		detail := "no Node for this instance"
 		if k.Node != nil {
 			detail = "Node " + k.Node.Name + " (by " + k.FoundBy + ")"
+		}
+		if k.NetworkPolicies != nil {
+			detail += fmt.Sprintf(", %d NetworkPolicies", *k.NetworkPolicies)
+		}
+		if len(k.Problems) > 0 {
+			detail += "; partly: " + strings.Join(k.Problems, "; ")
 		}
 		note(SourceKube, err, detail)
 	} else {

@@ -9,15 +9,30 @@ import (
 	"strings"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
 	"github.com/vpcnet/vpcnet/introspect"
 )
 
 type fakeAgent struct {
 	st  introspect.Status
 	err error
+	// pol is /v1/policy; polErr, when set, is what an agent without it
+	// answers.
+	pol    introspect.PolicyStatus
+	polErr error
 }
 
 func (a fakeAgent) Status(context.Context) (introspect.Status, error) { return a.st, a.err }
+func (a fakeAgent) Policy(context.Context, string) (introspect.PolicyStatus, error) {
+	return a.pol, a.polErr
+}
 func (a fakeAgent) Config(context.Context) ([]introspect.Setting, error) {
 	return []introspect.Setting{{Name: "CLUSTER_NAME", Value: "from-agent"}, {Name: "VPCNET_STARTUP_TAINT", Value: "t"}}, a.err
 }
@@ -155,5 +170,52 @@ func TestSkippedAgentIsNoFinding(t *testing.T) {
 	}
 	if f.Sources[0].Detail != "not read: skipped" {
 		t.Errorf("agent source %+v", f.Sources[0])
+	}
+}
+
+// The agent's NetworkPolicy status is a fact doctor reads; an agent too
+// old to serve it is still read for everything else.
+func TestGatherReadsTheAgentsNetworkPolicyStatus(t *testing.T) {
+	f := Gather(t.Context(), Readers{Agent: fakeAgent{pol: introspect.PolicyStatus{Enabled: true, Mode: "strict", Synced: true, Policies: 4}}})
+	if f.Agent == nil || f.Agent.Policy == nil || f.Agent.Policy.Mode != "strict" || f.Agent.Policy.Policies != 4 {
+		t.Fatalf("agent facts %+v, want its /v1/policy", f.Agent)
+	}
+
+	old := errors.New("GET http://127.0.0.1:61679/v1/policy: 404 Not Found: 404 page not found")
+	f = Gather(t.Context(), Readers{Agent: fakeAgent{st: introspect.Status{Ready: true}, polErr: old}})
+	if f.Agent == nil || f.Agent.Policy != nil {
+		t.Fatalf("agent facts %+v, want the status and no policy", f.Agent)
+	}
+	if s := f.Sources[0]; !s.OK || !strings.Contains(s.Detail, "NetworkPolicy status unread: GET http://127.0.0.1:61679/v1/policy: 404") {
+		t.Errorf("agent source %+v, want read, naming the unread policy status", s)
+	}
+}
+
+// Doctor counts the cluster's NetworkPolicies in every namespace; a list
+// the API server refuses is named in the source's detail, not fatal.
+func TestKubeReaderCountsNetworkPoliciesInEveryNamespace(t *testing.T) {
+	np := func(ns, name string) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	cs := fake.NewClientset(np("a", "deny"), np("a", "web"), np("b", "deny"))
+	k, err := KubeReader{Client: cs}.Kube(t.Context(), KubeQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.NetworkPolicies == nil || *k.NetworkPolicies != 3 {
+		t.Errorf("NetworkPolicies = %v, want 3", k.NetworkPolicies)
+	}
+
+	cs = fake.NewClientset()
+	cs.PrependReactor("list", "networkpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, "", errors.New("RBAC: access denied"))
+	})
+	f := Gather(t.Context(), Readers{Kube: KubeReader{Client: cs}})
+	if f.Kube == nil || f.Kube.NetworkPolicies != nil {
+		t.Fatalf("kube facts %+v, want read with no count", f.Kube)
+	}
+	i := slices.IndexFunc(f.Sources, func(s Source) bool { return s.Name == SourceKube })
+	if s := f.Sources[i]; !s.OK || !strings.Contains(s.Detail, "partly: list NetworkPolicies:") || !strings.Contains(s.Detail, "forbidden") {
+		t.Errorf("kubernetes source %+v, want read, naming the refused list", s)
 	}
 }

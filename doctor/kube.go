@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// KubeReader reads the Node, aws-auth and aws-node's DaemonSet with
-// get and list calls only.
+// KubeReader reads the Node, aws-auth, aws-node's DaemonSet and how many
+// NetworkPolicies there are, with get and list calls only.
 type KubeReader struct {
 	Client kubernetes.Interface
 }
@@ -71,7 +71,28 @@ func (r KubeReader) Kube(ctx context.Context, q KubeQuery) (KubeFacts, error) {
 	case !apierrors.IsNotFound(err):
 		k.Problems = append(k.Problems, "get DaemonSet kube-system/aws-node: "+err.Error())
 	}
+	if n, err := r.countNetworkPolicies(ctx); err != nil {
+		k.Problems = append(k.Problems, err.Error())
+	} else {
+		k.NetworkPolicies = &n
+	}
 	return k, nil
+}
+
+// countNetworkPolicies counts the cluster's NetworkPolicy objects a page
+// at a time: doctor needs how many there are, not what they say.
+func (r KubeReader) countNetworkPolicies(ctx context.Context) (int, error) {
+	n, cont := 0, ""
+	for {
+		l, err := r.Client.NetworkingV1().NetworkPolicies(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+		if err != nil {
+			return 0, fmt.Errorf("list NetworkPolicies: %w", err)
+		}
+		n += len(l.Items)
+		if cont = l.Continue; cont == "" {
+			return n, nil
+		}
+	}
 }
 
 func nodeFact(n *corev1.Node) *NodeFact {

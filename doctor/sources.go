@@ -22,6 +22,8 @@ const (
 type Agent interface {
 	Status(ctx context.Context) (introspect.Status, error)
 	Config(ctx context.Context) ([]introspect.Setting, error)
+	// Policy reads /v1/policy; doctor asks for no pod ("").
+	Policy(ctx context.Context, pod string) (introspect.PolicyStatus, error)
 }
 
 // Host reads the node's kernel state and files.
