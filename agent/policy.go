@@ -94,6 +94,8 @@ type policyKeeper struct {
 	locals map[ipam.Key]localPod
 	// met is set once by register, before run.
 	met *policyMetrics
+	// compiler keeps rules' peers while the cluster is unchanged.
+	compiler netpol.Compiler
 
 	mu     sync.Mutex // guards below; never held across I/O
 	status introspect.PolicyStatus
@@ -323,7 +325,7 @@ func (k *policyKeeper) write(ctx context.Context) error {
 		pods[p.Key()] = introspect.PolicyPod{Namespace: p.Namespace, Name: p.Name, IP: lp.addr.String(), Known: ok}
 	}
 	start := k.clk.Now()
-	rs := netpol.Compile(c, local, k.o.Mode)
+	rs := k.compiler.Compile(c, local, k.o.Mode)
 	err := k.o.Rules.SetPolicy(ctx, rs, k.o.LogDrops)
 	k.met.observe(k.clk.Now().Sub(start), err)
 	k.mu.Lock()

@@ -105,6 +105,8 @@ type PolicyWatch struct {
 	pods       map[string]netpol.Pod
 	synced     []cache.InformerSynced
 	changed    func()
+	// gen counts the changes, for netpol.Compiler's cache.
+	gen uint64
 }
 
 // NewPolicyWatch builds the watch; Run starts it.
@@ -205,6 +207,7 @@ func handle(inf cache.SharedIndexInformer, f func(obj any, gone bool)) {
 func (w *PolicyWatch) update(f func()) {
 	w.mu.Lock()
 	f()
+	w.gen++
 	changed := w.changed
 	w.mu.Unlock()
 	if changed != nil {
@@ -237,6 +240,7 @@ func (w *PolicyWatch) Cluster() *netpol.Cluster {
 		Policies:   make([]*networkingv1.NetworkPolicy, 0, len(w.policies)),
 		Namespaces: make(map[string]map[string]string, len(w.namespaces)),
 		Pods:       make([]netpol.Pod, 0, len(w.pods)),
+		Generation: w.gen + 1, // never zero: zero means "no generation"
 	}
 	for _, p := range w.policies {
 		c.Policies = append(c.Policies, p)

@@ -18,7 +18,27 @@ import (
 // policies. Local pods without an address, and host-network ones, are
 // left out: nothing routes to them through the pod network.
 func Compile(c *Cluster, local []Local, mode Mode) Ruleset {
-	ix := index(c)
+	return compile(index(c), local, mode)
+}
+
+// Compiler compiles as Compile does, keeping each rule's peers from one
+// call to the next while the cluster's Generation stays the same: a new
+// pod on the node (an ADD) then costs its own policies' rules, not every
+// selector's walk over the cluster's pods.
+type Compiler struct {
+	gen uint64
+	ix  *indexed
+}
+
+// Compile is Compile, with the cache.
+func (cc *Compiler) Compile(c *Cluster, local []Local, mode Mode) Ruleset {
+	if cc.ix == nil || c.Generation == 0 || c.Generation != cc.gen {
+		cc.ix, cc.gen = index(c), c.Generation
+	}
+	return compile(cc.ix, local, mode)
+}
+
+func compile(ix *indexed, local []Local, mode Mode) Ruleset {
 	var rs Ruleset
 	for _, l := range local {
 		p := l.Pod
@@ -49,6 +69,22 @@ type indexed struct {
 	namespaces map[string]labels.Set
 	pods       map[string][]Pod // by namespace
 	policies   map[string][]*policy
+	// Per rule, computed once however many pods the policy selects:
+	// the peers, and for egress the whole result (its named ports are
+	// the peers', not the target's).
+	peers  map[ruleRef]peerSet
+	egress map[ruleRef][]Allow
+}
+
+type ruleRef struct {
+	policy string
+	egress bool
+	index  int
+}
+
+type peerSet struct {
+	set      *netipx.IPSet // nil: any peer
+	prefixes []netip.Prefix
 }
 
 type policy struct {
@@ -65,6 +101,8 @@ func index(c *Cluster) *indexed {
 		namespaces: make(map[string]labels.Set, len(c.Namespaces)),
 		pods:       map[string][]Pod{},
 		policies:   map[string][]*policy{},
+		peers:      map[ruleRef]peerSet{},
+		egress:     map[ruleRef][]Allow{},
 	}
 	for name, l := range c.Namespaces {
 		ix.namespaces[name] = labels.Set(l)
@@ -123,7 +161,8 @@ func (ix *indexed) rulesOf(p Pod) PodRules {
 			r.Ingress.Policies = append(r.Ingress.Policies, pol.key)
 			for i, rule := range pol.spec.Ingress {
 				where := fmt.Sprintf("%s ingress[%d]", pol.key, i)
-				r.Ingress.Allows = append(r.Ingress.Allows, ix.allows(where, pol.ns, rule.From, rule.Ports, &p)...)
+				ref := ruleRef{policy: pol.key, index: i}
+				r.Ingress.Allows = append(r.Ingress.Allows, ix.allows(ref, where, pol.ns, rule.From, rule.Ports, &p)...)
 			}
 		}
 		if pol.egress {
@@ -133,7 +172,13 @@ func (ix *indexed) rulesOf(p Pod) PodRules {
 			r.Egress.Policies = append(r.Egress.Policies, pol.key)
 			for i, rule := range pol.spec.Egress {
 				where := fmt.Sprintf("%s egress[%d]", pol.key, i)
-				r.Egress.Allows = append(r.Egress.Allows, ix.allows(where, pol.ns, rule.To, rule.Ports, nil)...)
+				ref := ruleRef{policy: pol.key, egress: true, index: i}
+				allows, ok := ix.egress[ref]
+				if !ok {
+					allows = ix.allows(ref, where, pol.ns, rule.To, rule.Ports, nil)
+					ix.egress[ref] = allows
+				}
+				r.Egress.Allows = append(r.Egress.Allows, allows...)
 			}
 		}
 	}
@@ -144,28 +189,14 @@ func (ix *indexed) rulesOf(p Pod) PodRules {
 // ingress, whose container ports resolve named ports; for egress (nil)
 // named ports are the peer pods' own, so the rule splits into one Allow
 // per port number, each with the peers that name it so.
-func (ix *indexed) allows(where, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, target *Pod) []Allow {
-	anyPeer := len(peers) == 0
-	var peerSet *netipx.IPSet
-	var peerPods []Pod
-	if !anyPeer {
-		var b netipx.IPSetBuilder
-		for _, peer := range peers {
-			if peer.IPBlock != nil {
-				addBlock(&b, peer.IPBlock)
-				continue
-			}
-			for _, pp := range ix.selectPeers(ns, peer) {
-				b.Add(pp.IP)
-				peerPods = append(peerPods, pp)
-			}
-		}
-		peerSet, _ = b.IPSet() // errors only for invalid prefixes, which addBlock skips
+func (ix *indexed) allows(ref ruleRef, where, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, target *Pod) []Allow {
+	ps, ok := ix.peers[ref]
+	if !ok {
+		ps = ix.peerSetOf(ns, peers)
+		ix.peers[ref] = ps
 	}
-	base := Allow{Rule: where, AnyPeer: anyPeer}
-	if peerSet != nil {
-		base.Peers = peerSet.Prefixes()
-	}
+	anyPeer, peerSet := ps.set == nil, ps.set
+	base := Allow{Rule: where, AnyPeer: anyPeer, Peers: ps.prefixes}
 	if len(ports) == 0 {
 		return []Allow{base}
 	}
@@ -213,6 +244,25 @@ func (ix *indexed) allows(where, ns string, peers []networkingv1.NetworkPolicyPe
 		out = append(out, Allow{Rule: where, Peers: []netip.Prefix{}})
 	}
 	return out
+}
+
+// peerSetOf is the addresses a rule's peers name; no peers is any.
+func (ix *indexed) peerSetOf(ns string, peers []networkingv1.NetworkPolicyPeer) peerSet {
+	if len(peers) == 0 {
+		return peerSet{}
+	}
+	var b netipx.IPSetBuilder
+	for _, peer := range peers {
+		if peer.IPBlock != nil {
+			addBlock(&b, peer.IPBlock)
+			continue
+		}
+		for _, pp := range ix.selectPeers(ns, peer) {
+			b.Add(pp.IP)
+		}
+	}
+	set, _ := b.IPSet() // errors only for invalid prefixes, which addBlock skips
+	return peerSet{set: set, prefixes: set.Prefixes()}
 }
 
 // namedEgress resolves egress named ports against the destination pods:

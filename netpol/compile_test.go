@@ -302,3 +302,27 @@ func TestMatchExpressionsSelectors(t *testing.T) {
 		t.Errorf("peers (-want +got):\n%s", d)
 	}
 }
+
+func TestACompilerReusesRulesOnlyWhileTheClusterIsUnchanged(t *testing.T) {
+	c := world(np("x", "p", func(s *networkingv1.NetworkPolicySpec) {
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("pod", "b")}}}}
+	}))
+	c.Generation = 1
+	local := []Local{{Pod: c.Pods[0]}}
+	var cc Compiler
+	first := cc.Compile(c, local, Standard)
+	// A new pod b in x: a new generation, a new peer.
+	c2 := *c
+	c2.Pods = append(append([]Pod{}, c.Pods...), Pod{Namespace: "x", Name: "b2", Labels: map[string]string{"pod": "b"}, IP: netip.MustParseAddr("10.0.0.3")})
+	c2.Generation = 2
+	second := cc.Compile(&c2, local, Standard)
+	if d := diff(pfx("10.0.0.2/32"), first.Pods[0].Ingress.Allows[0].Peers); d != "" {
+		t.Errorf("first (-want +got):\n%s", d)
+	}
+	if d := diff(pfx("10.0.0.2/31"), second.Pods[0].Ingress.Allows[0].Peers); d != "" {
+		t.Errorf("after the cluster changed (-want +got):\n%s", d)
+	}
+	if d := diff(Compile(&c2, local, Standard), second); d != "" {
+		t.Errorf("the Compiler and Compile disagree (-Compile +Compiler):\n%s", d)
+	}
+}

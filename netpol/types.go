@@ -73,6 +73,9 @@ type Cluster struct {
 	// Pods are the cluster's pods that have an address and are not
 	// finished: the candidates for pod peers.
 	Pods []Pod
+	// Generation, when not zero, changes whenever anything above does,
+	// so a Compiler can keep what it computed from an unchanged cluster.
+	Generation uint64
 }
 
 // Local is a pod on this node: a target.
