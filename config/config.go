@@ -67,6 +67,8 @@ type Config struct {
 	// known yet starts.
 	NetworkPolicy     bool
 	NetworkPolicyMode netpol.Mode
+	// NetworkPolicyLogDrops logs dropped connections (kernel log).
+	NetworkPolicyLogDrops bool
 
 	// Identity and tagging.
 	NodeName          string

@@ -69,6 +69,8 @@ var settings = []setting{
 	stringVar("VPCNET_POD_IMDS", "allow", "Whether pods may reach the instance metadata service (169.254.169.254, fd00:ec2::254) and so the node's IAM role: allow, or deny, which drops their packets to it in vpcnet's nftables table. hostNetwork pods are not affected.",
 		oneOf("allow", "deny"), func(c *Config) *string { return &c.PodIMDS }),
 	networkPolicyVar(),
+	boolVar("VPCNET_NETWORK_POLICY_LOG_DROPS", "false", "Log the first packet of each connection NetworkPolicy drops, through the kernel log (journalctl -k; prefix \"vpcnet-policy drop ingress|egress NAMESPACE/POD: \"), at most 10 a second per pod and direction.",
+		func(c *Config) *bool { return &c.NetworkPolicyLogDrops }),
 	stringVar("VPCNET_METRICS_BIND_ADDRESS", ":61678", "Where the Prometheus metrics endpoint listens (host:port). The Amazon VPC CNI's fixed port is the default.",
 		bindAddr, func(c *Config) *string { return &c.MetricsAddr }),
 	stringVar("VPCNET_SOCKET", "/run/vpcnet/vpcnetd.sock", "Unix socket, root only, on which the CNI plugin asks the agent for addresses.",

@@ -104,7 +104,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
 // counts the cluster's policies, to name those it leaves unenforced.
 func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) (agent.PolicyOptions, error) {
-	o := agent.PolicyOptions{Mode: cfg.NetworkPolicyMode}
+	o := agent.PolicyOptions{Mode: cfg.NetworkPolicyMode, LogDrops: cfg.NetworkPolicyLogDrops}
 	if rc == nil {
 		o.Off = "no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): there are no NetworkPolicy objects to read"
 		return o, nil
