@@ -6,6 +6,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ type nftConn struct {
 }
 
 func newNFT(target ns.NetNS) (*nftConn, error) {
-	c, err := nftables.New(nftables.WithNetNSFd(int(target.Fd())), nftables.AsLasting())
+	c, err := nftables.New(nftables.WithNetNSFd(int(target.Fd())), nftables.AsLasting(), nftables.WithSockOptions(bigSendBuffer))
 	if err != nil {
 		return nil, fmt.Errorf("open nftables in %s: %w", target.Path(), err)
 	}
@@ -26,6 +27,35 @@ func newNFT(target ns.NetNS) (*nftConn, error) {
 }
 
 func (n *nftConn) close() { _ = n.c.CloseLasting() }
+
+// sendBuffer is the netlink socket's send and receive buffer. One
+// transaction is one sendmsg, and a node's policy table (a hundred
+// isolated pods with their rules and sets) is larger than the default
+// buffer (net.core.wmem_default, 208 KiB), which fails the write with
+// EMSGSIZE; the kernel's acknowledgement of each of its messages then
+// overflows the default receive buffer (ENOBUFS). SO_SNDBUFFORCE and
+// SO_RCVBUFFORCE, which the agent's CAP_NET_ADMIN allows, pass
+// net.core.wmem_max and rmem_max. The kernel charges what is queued, not
+// the size asked for.
+const sendBuffer = 64 << 20
+
+func bigSendBuffer(c *netlink.Conn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("nftables socket: %w", err)
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sendBuffer),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, sendBuffer))
+	}); err != nil {
+		return fmt.Errorf("nftables socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("nftables socket send buffer of %d bytes: %w", sendBuffer, serr)
+	}
+	return nil
+}
 
 // readRetries bounds retries of a read that a signal interrupted.
 const readRetries = 5

@@ -54,16 +54,38 @@ const (
 )
 
 // policyState is what the Dataplane remembers of its policy table: the
-// digest of what it last wrote, and the drops counted by tables it has
-// since replaced.
+// digest and model of what it last wrote, and the drops counted by
+// tables it has since replaced.
 type policyState struct {
 	digest [32]byte
+	last   *policyModel
 	totals map[string]uint64 // by counter name
+}
+
+// policyModel is the table's content, by name: what a change is
+// computed against, so that a new pod (an ADD) writes its own chain and
+// map entry rather than the whole table.
+type policyModel struct {
+	logDrops bool
+	chains   map[string]podChain
+	sets     map[string][]nftables.SetElement
+}
+
+// podChain is one isolated pod's chain in one direction.
+type podChain struct {
+	addr    netip.Addr
+	ingress bool
+	counter string
+	rules   []ruleSpec
+	digest  [32]byte
 }
 
 // SetPolicy makes the node's NetworkPolicy rules exactly rs, in one
 // transaction; an empty rs removes the table. logDrops logs the first
 // packet of each dropped connection through the kernel log, rate-limited.
+// A change is written as a change (the pods' chains, map entries and sets
+// that differ) when this Dataplane wrote the table before; the first
+// write of a process replaces the table whole.
 func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops bool) error {
 	digest, err := policyDigest(rs, logDrops)
 	if err != nil {
@@ -90,6 +112,21 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 	if t != nil && digest == d.policy.digest {
 		return nil
 	}
+	var next *policyModel
+	if len(rs.Pods) > 0 {
+		next = policyModelOf(rs, logDrops)
+	}
+	last := d.policy.last
+	d.policy.last, d.policy.digest = nil, [32]byte{} // until this write is known to have landed
+	if t != nil && last != nil && next != nil && last.logDrops == next.logDrops {
+		changePolicyTable(nft, t, last, next)
+		if err := nft.commit(); err == nil {
+			d.policy.last, d.policy.digest = next, digest
+			return nil
+		} else {
+			d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
+		}
+	}
 	if t != nil {
 		// The counters go with the table: keep what they hold.
 		counts, err := policyCounters(nft, t)
@@ -104,20 +141,20 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 		}
 		nft.delTable(t)
 	}
-	if len(rs.Pods) > 0 {
-		writePolicyTable(nft, rs, logDrops)
+	if next != nil {
+		writePolicyTable(nft, next)
 	}
 	if err := nft.commit(); err != nil {
 		return fmt.Errorf("write nftables table ip %s: %w", PolicyTable, err)
 	}
-	d.policy.digest = digest
+	d.policy.last, d.policy.digest = next, digest
 	// Totals of pods no longer isolated are forgotten.
-	keep := map[string]bool{}
-	for _, r := range rs.Pods {
-		keep[dropCounter(r.Pod.IP, true)], keep[dropCounter(r.Pod.IP, false)] = true, true
-	}
 	for name := range d.policy.totals {
-		if !keep[name] {
+		if next == nil {
+			delete(d.policy.totals, name)
+			continue
+		}
+		if _, ok := next.chains[strings.TrimPrefix(name, "drop-")]; !ok {
 			delete(d.policy.totals, name)
 		}
 	}
@@ -189,14 +226,14 @@ func policyCounters(n *nftConn, t *nftables.Table) (map[string]uint64, error) {
 	return out, nil
 }
 
-func podChain(a netip.Addr, ingress bool) string {
+func podChainName(a netip.Addr, ingress bool) string {
 	if ingress {
 		return "in-" + a.String()
 	}
 	return "out-" + a.String()
 }
 
-func dropCounter(a netip.Addr, ingress bool) string { return "drop-" + podChain(a, ingress) }
+func dropCounter(a netip.Addr, ingress bool) string { return "drop-" + podChainName(a, ingress) }
 
 func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 	rest, ok := strings.CutPrefix(name, "drop-")
@@ -211,66 +248,53 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 	return dir, a, err == nil
 }
 
-// writePolicyTable queues the whole table; the caller commits.
-func writePolicyTable(n *nftConn, rs netpol.Ruleset, logDrops bool) {
-	t := n.addTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: PolicyTable})
-	c := n.c
-	// Peer sets, one per distinct list of prefixes.
-	peerSets := map[string]*nftables.Set{}
-	peerSet := func(ps []netip.Prefix) *nftables.Set {
+// policyModelOf renders rs: each isolated pod's chain per direction, and
+// the peer sets, named by their content so that pods admitting the same
+// peers share one and an unchanged set keeps its name across writes.
+func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
+	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
+	peerSet := func(ps []netip.Prefix) string {
 		var b netipx.IPSetBuilder
 		for _, p := range ps {
 			b.AddPrefix(p)
 		}
 		ipset, _ := b.IPSet()
-		ranges := ipset.Ranges()
-		key := fmt.Sprint(ranges)
-		if s, ok := peerSets[key]; ok {
-			return s
-		}
-		s := &nftables.Set{Table: t, Name: fmt.Sprintf("peers-%d", len(peerSets)), KeyType: nftables.TypeIPAddr, Interval: true}
 		var elems []nftables.SetElement
-		for _, r := range ranges {
+		h := sha256.New()
+		for _, r := range ipset.Ranges() {
 			from := r.From().As4()
 			elems = append(elems, nftables.SetElement{Key: from[:]})
+			h.Write(from[:])
 			if end := r.To().Next(); end.IsValid() {
 				e := end.As4()
 				elems = append(elems, nftables.SetElement{Key: e[:], IntervalEnd: true})
+				h.Write(e[:])
+			} else {
+				h.Write([]byte{0, 0, 0, 0})
 			}
 		}
-		// Queued, like every other write, until the commit.
-		_ = c.AddSet(s, elems)
-		peerSets[key] = s
-		return s
+		name := fmt.Sprintf("peers-%x", h.Sum(nil)[:8])
+		m.sets[name] = elems
+		return name
 	}
-	vmaps := map[bool]*nftables.Set{}
-	vmapElems := map[bool][]nftables.SetElement{}
-	var chains []chainSpec
 	for _, r := range rs.Pods {
 		for _, ingress := range []bool{true, false} {
 			iso := r.Egress
+			dir := "egress"
 			if ingress {
-				iso = r.Ingress
+				iso, dir = r.Ingress, "ingress"
 			}
 			if iso == nil {
 				continue
 			}
-			name := podChain(r.Pod.IP, ingress)
-			counter := dropCounter(r.Pod.IP, ingress)
-			c.AddObj(&nftables.CounterObj{Table: t, Name: counter})
-			ch := chainSpec{name: name}
-			dir := "egress"
-			if ingress {
-				dir = "ingress"
-			}
+			ch := podChain{addr: r.Pod.IP, ingress: ingress, counter: dropCounter(r.Pod.IP, ingress)}
 			for _, a := range iso.Allows {
 				if !a.AnyPeer && len(a.Peers) == 0 {
 					continue // allows nothing
 				}
 				var peer []expr.Any
 				if !a.AnyPeer {
-					s := peerSet(a.Peers)
-					peer = lookupAddr(!ingress, s)
+					peer = lookupAddr(!ingress, peerSet(a.Peers))
 				}
 				if a.Ports == nil {
 					ch.rules = append(ch.rules, ruleSpec{comment: a.Rule, exprs: concat(peer, verdictReturn())})
@@ -288,47 +312,147 @@ func writePolicyTable(n *nftConn, rs netpol.Ruleset, logDrops bool) {
 							&expr.Log{Key: 1 << unix.NFTA_LOG_PREFIX, Data: []byte(logPrefix("vpcnet-policy drop " + who + ": "))}})})
 			}
 			ch.rules = append(ch.rules, ruleSpec{comment: "what no policy allows, " + who,
-				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
-			chains = append(chains, ch)
-			ip := r.Pod.IP.As4()
-			vmapElems[ingress] = append(vmapElems[ingress], nftables.SetElement{Key: ip[:],
-				VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name}})
+				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ch.counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
+			ch.digest = rulesDigest(ch.rules)
+			m.chains[podChainName(r.Pod.IP, ingress)] = ch
 		}
 	}
-	for _, ingress := range []bool{true, false} {
-		name := policyMapEgress
-		if ingress {
-			name = policyMapIngress
+	return m
+}
+
+func rulesDigest(rules []ruleSpec) [32]byte {
+	h := sha256.New()
+	for _, r := range rules {
+		h.Write([]byte(r.comment))
+		for _, e := range r.exprs {
+			data, err := expr.MarshalExprData(byte(nftables.TableFamilyIPv4), e)
+			if err != nil {
+				// Unencodable here fails the write anyway; make the
+				// digest unique so the chain is rewritten, not skipped.
+				data = fmt.Appendf(nil, "%p", e)
+			}
+			h.Write(data)
 		}
-		s := &nftables.Set{Table: t, Name: name, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
-		vmaps[ingress] = s
+		h.Write([]byte{0})
 	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func policyMaps(t *nftables.Table) (ingress, egress *nftables.Set) {
+	mk := func(name string) *nftables.Set {
+		return &nftables.Set{Table: t, Name: name, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
+	}
+	return mk(policyMapIngress), mk(policyMapEgress)
+}
+
+func peerSetObj(t *nftables.Table, name string) *nftables.Set {
+	return &nftables.Set{Table: t, Name: name, KeyType: nftables.TypeIPAddr, Interval: true}
+}
+
+func mapElem(ch podChain, name string) nftables.SetElement {
+	ip := ch.addr.As4()
+	return nftables.SetElement{Key: ip[:], VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name}}
+}
+
+func (n *nftConn) addRules(t *nftables.Table, c *nftables.Chain, rules []ruleSpec) {
+	for _, r := range rules {
+		n.addRule(&nftables.Rule{Table: t, Chain: c, Exprs: r.exprs,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, ownerComment+r.comment)})
+	}
+}
+
+// writePolicyTable queues the whole table; the caller commits.
+func writePolicyTable(n *nftConn, m *policyModel) {
+	t := n.addTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: PolicyTable})
+	c := n.c
+	for name, elems := range m.sets {
+		// Queued, like every other write, until the commit.
+		_ = c.AddSet(peerSetObj(t, name), elems)
+	}
+	ingress, egress := policyMaps(t)
+	var inElems, outElems []nftables.SetElement
+	chains := map[string]*nftables.Chain{}
+	for name, ch := range m.chains {
+		c.AddObj(&nftables.CounterObj{Table: t, Name: ch.counter})
+		chains[name] = n.addChain(&nftables.Chain{Name: name, Table: t})
+		if ch.ingress {
+			inElems = append(inElems, mapElem(ch, name))
+		} else {
+			outElems = append(outElems, mapElem(ch, name))
+		}
+	}
+	// The maps after the chains their jumps name, before the rules
+	// that look them up.
+	_ = c.AddSet(ingress, inElems)
+	_ = c.AddSet(egress, outElems)
 	base := func(name string, hook *nftables.ChainHook, ingressToo bool) chainSpec {
 		ch := chainSpec{name: name, hook: hook, priority: *nftables.ChainPriorityFilter, typ: nftables.ChainTypeFilter}
 		ch.rules = []ruleSpec{
 			{comment: "replies of allowed connections", exprs: concat(ctDirectionReply(), accept())},
 			{comment: "ICMP errors of allowed connections", exprs: concat(ctStateHas(expr.CtStateBitRELATED), accept())},
-			{comment: "a pod's egress", exprs: concat(saddrLoad(), vmapLookup(vmaps[false]))},
+			{comment: "a pod's egress", exprs: concat(saddrLoad(), vmapLookup(egress))},
 		}
 		if ingressToo {
-			ch.rules = append(ch.rules, ruleSpec{comment: "a pod's ingress", exprs: concat(daddrLoad(), vmapLookup(vmaps[true]))})
+			ch.rules = append(ch.rules, ruleSpec{comment: "a pod's ingress", exprs: concat(daddrLoad(), vmapLookup(ingress))})
 		}
 		return ch
 	}
-	all := append(chains, base("forward", nftables.ChainHookForward, true), base("input", nftables.ChainHookInput, false))
-	added := make([]*nftables.Chain, len(all))
-	for i, ch := range all {
-		added[i] = n.addChain(toChain(t, ch))
+	for _, b := range []chainSpec{base("forward", nftables.ChainHookForward, true), base("input", nftables.ChainHookInput, false)} {
+		n.addRules(t, n.addChain(toChain(t, b)), b.rules)
 	}
-	// The maps after the chains their jumps name, before the rules
-	// that look them up.
-	for _, ingress := range []bool{true, false} {
-		_ = c.AddSet(vmaps[ingress], vmapElems[ingress])
+	for name, ch := range m.chains {
+		n.addRules(t, chains[name], ch.rules)
 	}
-	for i, ch := range all {
-		for _, r := range ch.rules {
-			n.addRule(&nftables.Rule{Table: t, Chain: added[i], Exprs: r.exprs,
-				UserData: userdata.AppendString(nil, userdata.TypeComment, ownerComment+r.comment)})
+}
+
+// changePolicyTable queues what turns table t from last into next: new
+// sets first (rules look them up), then per pod chain its removal, its
+// rules replaced, or its addition with its counter and map entry, then
+// the sets nothing uses any more. Counters of pods that stay are kept.
+func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) {
+	c := n.c
+	for name, elems := range next.sets {
+		if _, ok := last.sets[name]; !ok {
+			_ = c.AddSet(peerSetObj(t, name), elems)
+		}
+	}
+	ingress, egress := policyMaps(t)
+	mapOf := func(ch podChain) *nftables.Set {
+		if ch.ingress {
+			return ingress
+		}
+		return egress
+	}
+	for name, ch := range last.chains {
+		if _, ok := next.chains[name]; ok {
+			continue
+		}
+		_ = c.SetDeleteElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)})
+		chain := &nftables.Chain{Name: name, Table: t}
+		c.FlushChain(chain)
+		c.DelChain(chain)
+		c.DeleteObject(&nftables.CounterObj{Table: t, Name: ch.counter})
+	}
+	for name, ch := range next.chains {
+		old, ok := last.chains[name]
+		switch {
+		case ok && old.digest == ch.digest:
+		case ok:
+			chain := &nftables.Chain{Name: name, Table: t}
+			c.FlushChain(chain)
+			n.addRules(t, chain, ch.rules)
+		default:
+			c.AddObj(&nftables.CounterObj{Table: t, Name: ch.counter})
+			chain := n.addChain(&nftables.Chain{Name: name, Table: t})
+			n.addRules(t, chain, ch.rules)
+			_ = c.SetAddElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)})
+		}
+	}
+	for name := range last.sets {
+		if _, ok := next.sets[name]; !ok {
+			c.DelSet(peerSetObj(t, name))
 		}
 	}
 }
@@ -349,18 +473,19 @@ func daddrLoad() []expr.Any {
 	return []expr.Any{&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4}}
 }
 
-// lookupAddr matches the peer address in s: the destination for egress,
-// the source for ingress.
-func lookupAddr(dst bool, s *nftables.Set) []expr.Any {
+// lookupAddr matches the peer address in the named set: the destination
+// for egress, the source for ingress. The kernel finds the set by name,
+// also one added earlier in the same transaction.
+func lookupAddr(dst bool, set string) []expr.Any {
 	load := saddrLoad()
 	if dst {
 		load = daddrLoad()
 	}
-	return append(load, &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
+	return append(load, &expr.Lookup{SourceRegister: 1, SetName: set})
 }
 
 func vmapLookup(s *nftables.Set) []expr.Any {
-	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, DestRegister: 0, IsDestRegSet: true}}
+	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: s.Name, DestRegister: 0, IsDestRegSet: true}}
 }
 
 // policyPort matches a protocol and, unless every port, a destination

@@ -250,7 +250,7 @@ func TestPolicyTableReadsAsItsComments(t *testing.T) {
 		"ip saddr vmap @egress",
 		"ip daddr vmap @ingress",
 		"10.0.0.50 : jump in-10.0.0.50",
-		"ip saddr @peers-0 udp dport 53 return",
+		"udp dport 53 return",
 		"meta l4proto sctp return",
 		`log prefix "vpcnet-policy drop ingress default/pol-a: "`,
 		`counter name "drop-in-10.0.0.50" drop`,
@@ -297,5 +297,43 @@ func BenchmarkSetPolicy(b *testing.B) {
 		if err := dp.SetPolicy(ctx, rs, false); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestAPolicyChangeRewritesOnlyWhatChangedAndKeepsTheOthersCounters(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	serveTCP(t, pp.c.ns, netip.AddrPortFrom(pp.c.cfg.Addr, 8080))
+	bOnly := netpol.PodRules{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{bOnly}})
+	if reaches(pp.a, pp.b, 8080) {
+		t.Fatal("b reached though isolated")
+	}
+	// c joins (an ADD): b's chain and its drops stay as they were.
+	cAllowsA := netpol.PodRules{Pod: ref(pp.c, "pol-c"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "r", Peers: only(pp.a)}}}}
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{bOnly, cAllowsA}})
+	drops, err := pp.n.dp.PolicyDrops(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drops[pp.b.cfg.Addr].Ingress == 0 {
+		t.Errorf("b's drops were lost when c joined: %v", drops)
+	}
+	if !reaches(pp.a, pp.c, 8080) || reaches(pp.b, pp.c, 8080) {
+		t.Error("c's rules are not what its Allow says")
+	}
+	// b leaves and c changes to allow b: b's chain, counter and the set
+	// of a go; b is open again.
+	cAllowsB := netpol.PodRules{Pod: ref(pp.c, "pol-c"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "r", Peers: only(pp.b)}}}}
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{cAllowsB}})
+	if !reaches(pp.a, pp.b, 8080) {
+		t.Error("b still isolated after it left the rules")
+	}
+	if reaches(pp.a, pp.c, 8080) || !reaches(pp.b, pp.c, 8080) {
+		t.Error("c's changed rules are not in force")
+	}
+	text := strings.Join(listTable(t, pp.n.node, PolicyTable, false), "\n")
+	if strings.Contains(text, "in-10.0.1.60") || strings.Count(text, "set peers-") != 1 {
+		t.Errorf("the table keeps what no pod uses:\n%s", text)
 	}
 }

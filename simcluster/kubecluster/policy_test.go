@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/vpcnet/vpcnet/doctor"
 	"github.com/vpcnet/vpcnet/introspect"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
@@ -228,8 +229,10 @@ func TestPoliciesNobodyEnforcesAreNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var st introspect.PolicyStatus
 	if err := poll(ctx, "the unenforced policy counted on "+n.ID, func() error {
-		st, err := agentPolicy(ctx, n, "")
+		var err error
+		st, err = agentPolicy(ctx, n, "")
 		if err != nil {
 			return err
 		}
@@ -239,5 +242,14 @@ func TestPoliciesNobodyEnforcesAreNamed(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// What vpcnetctl doctor makes of it.
+	rep := doctor.Diagnose(doctor.Facts{Agent: &doctor.AgentFacts{Policy: &st}})
+	found := false
+	for _, f := range rep.Findings {
+		found = found || f.ID == "network-policy-unenforced"
+	}
+	if !found {
+		t.Errorf("doctor on the node's /v1/policy %+v finds %+v; want network-policy-unenforced", st, rep.Findings)
 	}
 }
