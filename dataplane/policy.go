@@ -253,15 +253,21 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 // peers share one and an unchanged set keeps its name across writes.
 func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
+	// The compiler hands every pod a rule selects the same Peers slice:
+	// render each slice once.
+	type sliceID struct {
+		first *netip.Prefix
+		n     int
+	}
+	rendered := map[sliceID]string{}
 	peerSet := func(ps []netip.Prefix) string {
-		var b netipx.IPSetBuilder
-		for _, p := range ps {
-			b.AddPrefix(p)
+		id := sliceID{&ps[0], len(ps)}
+		if name, ok := rendered[id]; ok {
+			return name
 		}
-		ipset, _ := b.IPSet()
 		var elems []nftables.SetElement
 		h := sha256.New()
-		for _, r := range ipset.Ranges() {
+		for _, r := range addrRanges(ps) {
 			from := r.From().As4()
 			elems = append(elems, nftables.SetElement{Key: from[:]})
 			h.Write(from[:])
@@ -275,6 +281,7 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 		}
 		name := fmt.Sprintf("peers-%x", h.Sum(nil)[:8])
 		m.sets[name] = elems
+		rendered[id] = name
 		return name
 	}
 	for _, r := range rs.Pods {
@@ -318,6 +325,36 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 		}
 	}
 	return m
+}
+
+// addrRanges are the address ranges ps covers, merged: an interval set
+// may not hold two ranges that touch. The compiler's prefixes come sorted
+// and apart (netipx normalised them), which a pass checks and merges in
+// linear time; anything else goes through netipx.
+func addrRanges(ps []netip.Prefix) []netipx.IPRange {
+	out := make([]netipx.IPRange, 0, len(ps))
+	for _, p := range ps {
+		r := netipx.RangeOfPrefix(p.Masked())
+		if len(out) == 0 {
+			out = append(out, r)
+			continue
+		}
+		last := &out[len(out)-1]
+		switch {
+		case last.To().Less(r.From()) && last.To().Next() == r.From():
+			*last = netipx.IPRangeFrom(last.From(), r.To())
+		case last.To().Less(r.From()):
+			out = append(out, r)
+		default: // unsorted or overlapping
+			var b netipx.IPSetBuilder
+			for _, p := range ps {
+				b.AddPrefix(p)
+			}
+			set, _ := b.IPSet()
+			return set.Ranges()
+		}
+	}
+	return out
 }
 
 func rulesDigest(rules []ruleSpec) [32]byte {
