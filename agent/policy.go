@@ -25,6 +25,11 @@ type PolicySource interface {
 	// Synced says the watches have listed once.
 	Synced() bool
 	Cluster() *netpol.Cluster
+	// Generation is the Generation Cluster would carry now (0: none),
+	// so an unchanged cluster is not copied again.
+	Generation() uint64
+	// Known is what the watch knows of one pod, asking nobody.
+	Known(namespace, name string) (netpol.Pod, bool)
 	Policies() int
 	// Pod is what is known of one pod, asking the API server within ctx
 	// when the watch has not seen it.
@@ -94,8 +99,10 @@ type policyKeeper struct {
 	locals map[ipam.Key]localPod
 	// met is set once by register, before run.
 	met *policyMetrics
-	// compiler keeps rules' peers while the cluster is unchanged.
+	// compiler keeps rules' peers while the cluster is unchanged, and
+	// cluster is the snapshot it compiled last.
 	compiler netpol.Compiler
+	cluster  *netpol.Cluster
 
 	mu     sync.Mutex // guards below; never held across I/O
 	status introspect.PolicyStatus
@@ -302,15 +309,15 @@ func (k *policyKeeper) pending() {
 
 // write compiles what is known now and writes it.
 func (k *policyKeeper) write(ctx context.Context) error {
-	c := k.o.Source.Cluster()
-	byKey := make(map[string]netpol.Pod, len(c.Pods))
-	for _, p := range c.Pods {
-		byKey[p.Key()] = p
+	c := k.cluster
+	if gen := k.o.Source.Generation(); c == nil || gen == 0 || gen != c.Generation {
+		c = k.o.Source.Cluster()
+		k.cluster = c
 	}
 	local := make([]netpol.Local, 0, len(k.locals))
 	pods := make(map[string]introspect.PolicyPod, len(k.locals))
 	for _, lp := range k.locals {
-		p, ok := byKey[lp.pod.Namespace+"/"+lp.pod.Name]
+		p, ok := k.o.Source.Known(lp.pod.Namespace, lp.pod.Name)
 		if !ok && lp.atAdd != nil {
 			p, ok = *lp.atAdd, true
 		}

@@ -53,7 +53,16 @@ func (f *fakePolicySource) Cluster() *netpol.Cluster {
 	c := f.c
 	return &c
 }
-func (f *fakePolicySource) Policies() int { return len(f.Cluster().Policies) }
+func (f *fakePolicySource) Policies() int      { return len(f.Cluster().Policies) }
+func (f *fakePolicySource) Generation() uint64 { return 0 }
+func (f *fakePolicySource) Known(ns, name string) (netpol.Pod, bool) {
+	for _, p := range f.Cluster().Pods {
+		if p.Namespace == ns && p.Name == name {
+			return p, true
+		}
+	}
+	return netpol.Pod{}, false
+}
 func (f *fakePolicySource) Pod(_ context.Context, ns, name string) (netpol.Pod, error) {
 	for _, p := range f.Cluster().Pods {
 		if p.Namespace == ns && p.Name == name {

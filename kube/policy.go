@@ -161,17 +161,20 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 			}
 		})
 	})
+	if err := nps.SetTransform(slimPolicy); err != nil {
+		return fmt.Errorf("kube: policy transform: %w", err)
+	}
 	handle(pods, func(obj any, gone bool) {
-		p, ok := obj.(*corev1.Pod)
+		p, ok := obj.(*podLite)
 		if !ok {
 			return
 		}
 		key := p.Namespace + "/" + p.Name
 		w.update(func() {
-			if gone || finished(p) {
+			if gone || p.finished {
 				delete(w.pods, key)
 			} else {
-				w.pods[key] = toPolicyPod(p)
+				w.pods[key] = p.pod
 			}
 		})
 	})
@@ -254,6 +257,23 @@ func (w *PolicyWatch) Cluster() *netpol.Cluster {
 	return c
 }
 
+// Generation is the Generation the next Cluster will carry: it changes
+// whenever the watches see a change.
+func (w *PolicyWatch) Generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen + 1
+}
+
+// Known is what the watch knows of one pod, without asking the API
+// server.
+func (w *PolicyWatch) Known(namespace, name string) (netpol.Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p, ok := w.pods[namespace+"/"+name]
+	return p, ok
+}
+
 // Policies is how many NetworkPolicy objects the cluster has.
 func (w *PolicyWatch) Policies() int {
 	w.mu.Lock()
@@ -285,30 +305,49 @@ func finished(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-// policyPod keeps what policies read of a pod: identity, labels, node,
-// addresses, phase and named container ports.
+// podLite is what the pod watch keeps of a pod: its key and the
+// compiler's view of it. A slimmed *corev1.Pod still costs its 1.2 KiB
+// struct whatever it holds; at 5,000 pods that was most of the agent's
+// memory for policy.
+type podLite struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	pod      netpol.Pod
+	finished bool
+}
+
+// DeepCopyObject: the values are never changed after the transform, so
+// sharing them is a copy.
+func (p *podLite) DeepCopyObject() runtime.Object {
+	c := *p
+	return &c
+}
+
+// policyPod keeps what policies read of a pod: identity, labels,
+// address, named container ports, and whether it has finished.
 func policyPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	slim := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	return &podLite{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion},
+		pod:        toPolicyPod(p), finished: finished(p),
+	}, nil
+}
+
+// slimPolicy drops what the compiler never reads of a policy and what a
+// policy applied with kubectl carries twice (its last-applied
+// annotation) or in bulk (managed fields).
+func slimPolicy(obj any) (any, error) {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return obj, nil
 	}
-	for _, c := range p.Spec.Containers {
-		var named []corev1.ContainerPort
-		for _, cp := range c.Ports {
-			if cp.Name != "" {
-				named = append(named, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
-			}
-		}
-		if named != nil {
-			slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Ports: named})
-		}
-	}
-	return slim, nil
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: np.Name, Namespace: np.Namespace, UID: np.UID, ResourceVersion: np.ResourceVersion},
+		Spec:       np.Spec,
+	}, nil
 }
 
 func slimNamespace(obj any) (any, error) {
