@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/vpcnet/vpcnet/fabric"
@@ -83,6 +86,31 @@ func (n *network) add(ctx context.Context, p *pod) (time.Duration, error) {
 		_, err := n.cni.AddNetworkList(ctx, n.list, p.runtimeConf())
 		return err
 	})
+}
+
+// addAddr is add that also returns the pod's IPv4 address from the
+// result, for the scenarios that publish it in the API server as
+// kubelet does.
+func (n *network) addAddr(ctx context.Context, p *pod) (time.Duration, netip.Addr, error) {
+	var res types.Result
+	took, err := n.timed(func() error {
+		var err error
+		res, err = n.cni.AddNetworkList(ctx, n.list, p.runtimeConf())
+		return err
+	})
+	if err != nil {
+		return took, netip.Addr{}, err
+	}
+	r, err := types100.NewResultFromResult(res)
+	if err != nil {
+		return took, netip.Addr{}, fmt.Errorf("ADD result of %s: %w", p.name, err)
+	}
+	for _, ip := range r.IPs {
+		if a, ok := netip.AddrFromSlice(ip.Address.IP); ok && a.Unmap().Is4() {
+			return took, a.Unmap(), nil
+		}
+	}
+	return took, netip.Addr{}, fmt.Errorf("ADD result of %s has no IPv4 address: %v", p.name, r.IPs)
 }
 
 // del runs DEL for the pod, timed like add.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -24,8 +25,8 @@ type bench struct {
 	log     *slog.Logger
 }
 
-// topology is a one-node VPC; the instance type and the EC2 timings vary
-// by scenario.
+// topology is a VPC of one node, or of a few alike (instanceLine each);
+// the instance type and the EC2 timings vary by scenario.
 const topology = `
 region: us-west-2
 vpc: {id: vpc-bench, cidrs: [10.0.0.0/16]}
@@ -33,12 +34,22 @@ subnets:
   - {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/18}
 securityGroups: [sg-bench]
 instances:
-  - {id: i-bench, type: %s, subnet: subnet-a}
-attachDelay: %s
+%sattachDelay: %s
 detachDelay: 1s
 imdsLag: %s
 seed: 1
 `
+
+const instanceLine = "  - {id: %s, type: %s, subnet: subnet-a}\n"
+
+// instanceID names a scenario's i-th node: i-bench, then i-bench-2 and
+// on, so one-node scenarios keep the name they always had.
+func instanceID(i int) string {
+	if i == 0 {
+		return "i-bench"
+	}
+	return fmt.Sprintf("i-bench-%d", i+1)
+}
 
 // clusterSpec is what a scenario asks of its node.
 type clusterSpec struct {
@@ -48,9 +59,14 @@ type clusterSpec struct {
 	imdsLag      time.Duration
 	env          []string // agent settings, KEY=VALUE
 	bin          string   // where vpcnetd and vpcnet are; empty: --bin
+	// nodes is how many nodes of instanceType the VPC has; zero is one.
+	// nodeEnv adds settings to one node's agent, by instanceID, after
+	// env: the scenarios that compare two settings side by side.
+	nodes   int
+	nodeEnv map[string][]string
 }
 
-// node is a started one-node cluster.
+// node is one node of a started cluster, usually its only one.
 type node struct {
 	c       *simcluster.Cluster
 	n       *simcluster.Node
@@ -67,7 +83,11 @@ type node struct {
 
 // simOptions is the local cloud a scenario's node runs on.
 func (b *bench) simOptions(spec clusterSpec) (opts simcluster.Options, dir, prefix string, err error) {
-	topo, err := sim.ParseTopology(fmt.Appendf(nil, topology, spec.instanceType, spec.attachDelay, spec.imdsLag))
+	var instances strings.Builder
+	for i := range max(spec.nodes, 1) {
+		fmt.Fprintf(&instances, instanceLine, instanceID(i), spec.instanceType)
+	}
+	topo, err := sim.ParseTopology(fmt.Appendf(nil, topology, instances.String(), spec.attachDelay, spec.imdsLag))
 	if err != nil {
 		return opts, "", "", fmt.Errorf("topology: %w", err)
 	}
@@ -82,7 +102,7 @@ func (b *bench) simOptions(spec clusterSpec) (opts simcluster.Options, dir, pref
 	}
 	return simcluster.Options{
 		Topology: topo, BinDir: bin, StateDir: dir, Prefix: prefix,
-		AgentEnv: spec.env, Logger: b.log.With("scenario", spec.name),
+		AgentEnv: spec.env, NodeEnv: spec.nodeEnv, Logger: b.log.With("scenario", spec.name),
 	}, dir, prefix, nil
 }
 

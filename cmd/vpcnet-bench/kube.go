@@ -15,6 +15,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 
 	"github.com/vpcnet/vpcnet/introspect"
+	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster/kubecluster"
 )
 
@@ -30,9 +31,19 @@ const burstNamespace = "burst"
 
 // startKubeNode is startNode with an API server the agent uses.
 func (b *bench) startKubeNode(ctx context.Context, spec clusterSpec) (*node, error) {
+	nodes, err := b.startKubeNodes(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return nodes[0], nil
+}
+
+// startKubeNodes starts the local cloud with spec.nodes nodes, every
+// agent using one API server; close on the first closes them all.
+func (b *bench) startKubeNodes(ctx context.Context, spec clusterSpec) ([]*node, error) {
 	etcd, err := exec.LookPath("etcd")
 	if err != nil {
-		return nil, fmt.Errorf("the burst with an API server needs etcd (apt-get install etcd-server): %w", err)
+		return nil, fmt.Errorf("an API server needs etcd (apt-get install etcd-server): %w", err)
 	}
 	sim, dir, prefix, err := b.simOptions(spec)
 	if err != nil {
@@ -46,32 +57,30 @@ func (b *bench) startKubeNode(ctx context.Context, spec clusterSpec) (*node, err
 	if err != nil {
 		return nil, fmt.Errorf("start the local cloud with an API server: %w", err)
 	}
-	nd := &node{c: kc.Sim, n: kc.Sim.Nodes[0], prefix: prefix, dir: dir, started: started, kube: kc}
 	cfg := restclient.CopyConfig(kc.Config)
 	// The scheduler binds a burst's pods at its own pace; the client's
 	// default 5 requests a second would make the driver the bottleneck.
 	cfg.QPS, cfg.Burst = -1, 0
-	if nd.kubeClient, err = kubernetes.NewForConfig(cfg); err != nil {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
 		kc.Close()
 		return nil, err
 	}
-	return nd, nil
+	var nodes []*node
+	for _, n := range kc.Sim.Nodes {
+		nodes = append(nodes, &node{c: kc.Sim, n: n, prefix: prefix, dir: dir, started: started, kube: kc, kubeClient: client})
+	}
+	return nodes, nil
 }
 
 // registerNode makes the node's Node, as kubelet registers it, and waits
 // until the agent has found it and watches its pods: a pod bound to the
 // node shows in the agent's status.
 func (nd *node) registerNode(ctx context.Context) error {
-	in := nd.c.Cloud.Instances()[0]
-	name := kubecluster.PrivateDNSName("us-west-2", in.PrivateIP.String())
-	k := nd.kubeClient
-	if _, err := k.CoreV1().Nodes().Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.NodeSpec{ProviderID: fmt.Sprintf("aws:///%s/%s", in.AZ, in.ID)},
-	}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create Node %s: %w", name, err)
+	if err := nd.createNode(ctx); err != nil {
+		return err
 	}
-	nd.nodeName = name
+	k := nd.kubeClient
 	if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: burstNamespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace %s: %w", burstNamespace, err)
 	}
@@ -81,11 +90,40 @@ func (nd *node) registerNode(ctx context.Context) error {
 	if _, err := k.CoreV1().ServiceAccounts(burstNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service account %s/default: %w", burstNamespace, err)
 	}
-	probe := burstPod("watch-probe", name)
+	probe := burstPod("watch-probe", nd.nodeName)
 	probe.Spec.HostNetwork = true // needs no address: changes no plan
 	if _, err := k.CoreV1().Pods(burstNamespace).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create pod %s: %w", probe.Name, err)
 	}
+	return nd.waitFound(ctx, 1)
+}
+
+// createNode makes the node's Node as kubelet registers it: named by the
+// instance's private DNS name, with its provider ID.
+func (nd *node) createNode(ctx context.Context) error {
+	var in *sim.InstanceInfo
+	for _, i := range nd.c.Cloud.Instances() {
+		if i.ID == nd.n.ID {
+			in = &i
+		}
+	}
+	if in == nil {
+		return fmt.Errorf("no instance %s in the local cloud", nd.n.ID)
+	}
+	name := kubecluster.PrivateDNSName("us-west-2", in.PrivateIP.String())
+	if _, err := nd.kubeClient.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{ProviderID: fmt.Sprintf("aws:///%s/%s", in.AZ, in.ID)},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create Node %s: %w", name, err)
+	}
+	nd.nodeName = name
+	return nil
+}
+
+// waitFound waits until the agent has found its Node and knows of at
+// least pods of the pods bound to it.
+func (nd *node) waitFound(ctx context.Context, pods int) error {
 	deadline := time.Now().Add(time.Minute)
 	var st struct {
 		Kubernetes introspect.KubeState `json:"kubernetes"`
@@ -95,11 +133,11 @@ func (nd *node) registerNode(ctx context.Context) error {
 		if err == nil {
 			err = json.Unmarshal(body, &st)
 		}
-		if err == nil && st.Kubernetes.Node == name && st.Kubernetes.Pods >= 1 {
+		if err == nil && st.Kubernetes.Node == nd.nodeName && st.Kubernetes.Pods >= pods {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the agent did not find Node %s and its pods within a minute: %+v (%v)", name, st.Kubernetes, err)
+			return fmt.Errorf("the agent did not find Node %s and its pods within a minute: %+v (%v)", nd.nodeName, st.Kubernetes, err)
 		}
 		select {
 		case <-ctx.Done():

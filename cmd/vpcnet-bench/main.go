@@ -5,7 +5,8 @@
 //
 //	vpcnet-bench --bin ./bin [--markdown BENCHMARKS.md] [scenario...]
 //
-// Scenarios: warm, burst, churn, idle, footprint, micro; all by default.
+// Scenarios: warm, burst, churn, idle, footprint, micro, concurrent,
+// policy; all by default. policy needs --kube-apiserver.
 // It needs root (it makes network namespaces) and removes every namespace
 // and process it made when it ends, also on Ctrl-C.
 package main
@@ -67,6 +68,7 @@ var scenarios = []scenario{
 	{"footprint", (*bench).footprint},
 	{"micro", (*bench).micro},
 	{"concurrent", (*bench).concurrent},
+	{"policy", (*bench).policy},
 }
 
 func main() {
@@ -82,10 +84,10 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "write the JSON record to this file instead of standard output")
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
 	flag.StringVar(&o.command, "command", "", "the command to show in the Markdown as having produced it (default: this command line)")
-	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of every process, taken with Linux perf during the measured part of warm, burst and footprint, as pprof files in this directory")
+	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of every process, taken with Linux perf during the measured part of warm, burst, footprint and policy (its ADDs and its policy changes), as pprof files in this directory")
 	flag.StringVar(&o.baseline, "baseline-bin", "", "directory holding vpcnetd and vpcnet of an older build, compared side by side in the concurrent scenario")
 	flag.StringVar(&o.baselineLabel, "baseline-label", "baseline", "what the concurrent scenario's table calls the --baseline-bin build (e.g. its commit)")
-	flag.StringVar(&o.apiserver, "kube-apiserver", os.Getenv("VPCNET_KUBE_APISERVER"), "kube-apiserver binary (hack/kube-apiserver.sh builds it): the cold burst's pods are then bound to the node in an API server the agent watches, as in a cluster; without it the agent has no API server (default $VPCNET_KUBE_APISERVER)")
+	flag.StringVar(&o.apiserver, "kube-apiserver", os.Getenv("VPCNET_KUBE_APISERVER"), "kube-apiserver binary (hack/kube-apiserver.sh builds it): the cold burst's pods are then bound to the node in an API server the agent watches, as in a cluster; without it the agent has no API server, and the policy scenario cannot run (default $VPCNET_KUBE_APISERVER)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory with the agents' and plugin's logs, and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "log progress of the local cloud to standard error")
 	flag.Usage = func() {
@@ -167,6 +169,9 @@ func (o options) check(todo []scenario) error {
 		return errors.New("needs root: the local cloud is made of network namespaces")
 	}
 	for _, s := range todo {
+		if s.name == "policy" && o.apiserver == "" {
+			return errors.New("the policy scenario needs an API server: pass --kube-apiserver PATH (hack/kube-apiserver.sh builds it), or name the other scenarios")
+		}
 		if s.name != "warm" {
 			continue
 		}
