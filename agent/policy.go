@@ -104,6 +104,12 @@ type policyKeeper struct {
 	compiler netpol.Compiler
 	cluster  *netpol.Cluster
 
+	dropMu sync.Mutex // guards dropped
+	// dropped are deleted pods whose rules go at the next write: a Del
+	// does not wait for it (the address cools down before it is given
+	// again, and the next Add's write would replace them anyway).
+	dropped []ipam.Key
+
 	mu     sync.Mutex // guards below; never held across I/O
 	status introspect.PolicyStatus
 	last   netpol.Ruleset
@@ -123,8 +129,6 @@ type localPod struct {
 type policyReq struct {
 	put  *ipam.Key
 	pod  localPod
-	drop *ipam.Key
-	keep map[ipam.Key]localPod // a sweep: exactly these
 	done chan error
 }
 
@@ -221,15 +225,13 @@ func (k *policyKeeper) loop(ctx context.Context, held func(context.Context) (map
 			return
 		case <-k.kick:
 			k.pending()
+			k.takeDropped()
 			dirty = true
 		case <-timer:
 		case r := <-k.reqs:
-			switch {
-			case r.put != nil:
-				k.locals[*r.put] = r.pod
-			case r.drop != nil:
-				delete(k.locals, *r.drop)
-			}
+			// Dels that came before this request go first.
+			k.takeDropped()
+			k.locals[*r.put] = r.pod
 			if !isClosed(k.synced) {
 				r.done <- errNotSynced
 				continue
@@ -405,12 +407,24 @@ func (k *policyKeeper) admit(ctx context.Context, as ipam.Assignment) error {
 }
 
 // forget drops a deleted pod's verdicts.
-func (k *policyKeeper) forget(ctx context.Context, key ipam.Key) {
+func (k *policyKeeper) forget(key ipam.Key) {
 	if !k.on() {
 		return
 	}
-	if err := k.do(ctx, policyReq{drop: &key}); err != nil && !errors.Is(err, errNotSynced) {
-		k.log.Warn("NetworkPolicy rules of a deleted pod not removed yet; retried", "key", key.String(), "err", err)
+	k.dropMu.Lock()
+	k.dropped = append(k.dropped, key)
+	k.dropMu.Unlock()
+	k.changed()
+}
+
+// takeDropped forgets the deleted pods; run's goroutine only.
+func (k *policyKeeper) takeDropped() {
+	k.dropMu.Lock()
+	keys := k.dropped
+	k.dropped = nil
+	k.dropMu.Unlock()
+	for _, key := range keys {
+		delete(k.locals, key)
 	}
 }
 

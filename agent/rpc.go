@@ -97,7 +97,7 @@ func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentap
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	s.a.policy.forget(ctx, key)
+	s.a.policy.forget(key)
 	out := &agentapi.DelReply{Released: released}
 	if released {
 		out.Address = as.Addr.String()

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -54,10 +53,9 @@ const (
 )
 
 // policyState is what the Dataplane remembers of its policy table: the
-// digest and model of what it last wrote, and the drops counted by
+// model of what it last wrote, and the drops counted by
 // tables it has since replaced.
 type policyState struct {
-	digest [32]byte
 	last   *policyModel
 	totals map[string]uint64 // by counter name
 }
@@ -87,9 +85,9 @@ type podChain struct {
 // that differ) when this Dataplane wrote the table before; the first
 // write of a process replaces the table whole.
 func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops bool) error {
-	digest, err := policyDigest(rs, logDrops)
-	if err != nil {
-		return err
+	var next *policyModel
+	if len(rs.Pods) > 0 {
+		next = policyModelOf(rs, logDrops)
 	}
 	// One write or read of the table at a time, so drop totals carried
 	// over a rewrite are counted once. Only this namespace's nf_tables is
@@ -109,19 +107,15 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 	if err != nil {
 		return err
 	}
-	if t != nil && digest == d.policy.digest {
+	last := d.policy.last
+	if t != nil && last != nil && next != nil && last.same(next) {
 		return nil
 	}
-	var next *policyModel
-	if len(rs.Pods) > 0 {
-		next = policyModelOf(rs, logDrops)
-	}
-	last := d.policy.last
-	d.policy.last, d.policy.digest = nil, [32]byte{} // until this write is known to have landed
+	d.policy.last = nil // until this write is known to have landed
 	if t != nil && last != nil && next != nil && last.logDrops == next.logDrops {
 		changePolicyTable(nft, t, last, next)
 		if err := nft.commit(); err == nil {
-			d.policy.last, d.policy.digest = next, digest
+			d.policy.last = next
 			return nil
 		} else {
 			d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
@@ -147,7 +141,7 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 	if err := nft.commit(); err != nil {
 		return fmt.Errorf("write nftables table ip %s: %w", PolicyTable, err)
 	}
-	d.policy.last, d.policy.digest = next, digest
+	d.policy.last = next
 	// Totals of pods no longer isolated are forgotten.
 	for name := range d.policy.totals {
 		if next == nil {
@@ -199,17 +193,6 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]netpol.Drop
 		out[addr] = v
 	}
 	return out, nil
-}
-
-func policyDigest(rs netpol.Ruleset, logDrops bool) ([32]byte, error) {
-	data, err := json.Marshal(struct {
-		RS  netpol.Ruleset
-		Log bool
-	}{rs, logDrops})
-	if err != nil {
-		return [32]byte{}, fmt.Errorf("encode NetworkPolicy rules: %w", err)
-	}
-	return sha256.Sum256(data), nil
 }
 
 func policyCounters(n *nftConn, t *nftables.Table) (map[string]uint64, error) {
@@ -295,14 +278,21 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 				continue
 			}
 			ch := podChain{addr: r.Pod.IP, ingress: ingress, counter: dropCounter(r.Pod.IP, ingress)}
+			// What the rules say, hashed as it is rendered: cheaper
+			// than encoding every expression to compare chains.
+			sig := sha256.New()
+			fmt.Fprintf(sig, "%s/%s %v\n", r.Pod.Namespace, r.Pod.Name, logDrops)
 			for _, a := range iso.Allows {
 				if !a.AnyPeer && len(a.Peers) == 0 {
 					continue // allows nothing
 				}
 				var peer []expr.Any
+				set := "*"
 				if !a.AnyPeer {
-					peer = lookupAddr(!ingress, peerSet(a.Peers))
+					set = peerSet(a.Peers)
+					peer = lookupAddr(!ingress, set)
 				}
+				fmt.Fprintf(sig, "%s %s %v\n", a.Rule, set, a.Ports)
 				if a.Ports == nil {
 					ch.rules = append(ch.rules, ruleSpec{comment: a.Rule, exprs: concat(peer, verdictReturn())})
 					continue
@@ -320,7 +310,7 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 			}
 			ch.rules = append(ch.rules, ruleSpec{comment: "what no policy allows, " + who,
 				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ch.counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
-			ch.digest = rulesDigest(ch.rules)
+			copy(ch.digest[:], sig.Sum(nil))
 			m.chains[podChainName(r.Pod.IP, ingress)] = ch
 		}
 	}
@@ -357,24 +347,22 @@ func addrRanges(ps []netip.Prefix) []netipx.IPRange {
 	return out
 }
 
-func rulesDigest(rules []ruleSpec) [32]byte {
-	h := sha256.New()
-	for _, r := range rules {
-		h.Write([]byte(r.comment))
-		for _, e := range r.exprs {
-			data, err := expr.MarshalExprData(byte(nftables.TableFamilyIPv4), e)
-			if err != nil {
-				// Unencodable here fails the write anyway; make the
-				// digest unique so the chain is rewritten, not skipped.
-				data = fmt.Appendf(nil, "%p", e)
-			}
-			h.Write(data)
-		}
-		h.Write([]byte{0})
+// same says m and o write the same table.
+func (m *policyModel) same(o *policyModel) bool {
+	if m.logDrops != o.logDrops || len(m.chains) != len(o.chains) || len(m.sets) != len(o.sets) {
+		return false
 	}
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
+	for name, ch := range m.chains {
+		if oc, ok := o.chains[name]; !ok || oc.digest != ch.digest {
+			return false
+		}
+	}
+	for name := range m.sets {
+		if _, ok := o.sets[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func policyMaps(t *nftables.Table) (ingress, egress *nftables.Set) {
