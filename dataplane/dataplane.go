@@ -44,8 +44,9 @@ type Dataplane struct {
 	// while SetupENI waits).
 	notFound func()
 
-	policyMu sync.Mutex // orders reads and writes of the policy table
-	policy   policyState
+	policyMu   sync.Mutex // orders reads and writes of the policy table
+	policy     policyState
+	policyConn *nftConn // kept between policy writes; guarded by policyMu
 }
 
 // New validates opts and returns a Dataplane.

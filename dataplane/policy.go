@@ -94,17 +94,13 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 	// called under the lock, never the disk or the network.
 	d.policyMu.Lock()
 	defer d.policyMu.Unlock()
-	s, err := d.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	nft, err := s.nftables()
+	nft, err := d.policyNFT(ctx)
 	if err != nil {
 		return err
 	}
 	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
 	if err != nil {
+		d.dropPolicyNFT()
 		return err
 	}
 	last := d.policy.last
@@ -139,6 +135,7 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 		writePolicyTable(nft, next)
 	}
 	if err := nft.commit(); err != nil {
+		d.dropPolicyNFT()
 		return fmt.Errorf("write nftables table ip %s: %w", PolicyTable, err)
 	}
 	d.policy.last = next
@@ -160,18 +157,17 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]netpol.Drops, error) {
 	d.policyMu.Lock()
 	defer d.policyMu.Unlock()
-	s, err := d.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer s.close()
-	nft, err := s.nftables()
+	nft, err := d.policyNFT(ctx)
 	if err != nil {
 		return nil, err
 	}
 	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
-	if err != nil || t == nil {
-		return map[netip.Addr]netpol.Drops{}, err
+	if err != nil {
+		d.dropPolicyNFT()
+		return nil, err
+	}
+	if t == nil {
+		return map[netip.Addr]netpol.Drops{}, nil
 	}
 	counts, err := policyCounters(nft, t)
 	if err != nil {
@@ -193,6 +189,38 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]netpol.Drop
 		out[addr] = v
 	}
 	return out, nil
+}
+
+// policyNFT is the policy table's nf_tables connection, opened on first
+// use and kept: opening the node's namespace and two netlink sockets was
+// a good part of the time an ADD waits for its pod's rules. Callers hold
+// policyMu.
+func (d *Dataplane) policyNFT(ctx context.Context) (*nftConn, error) {
+	if d.policyConn != nil {
+		return d.policyConn, nil
+	}
+	s, err := d.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The socket is bound to the namespace when made; the session's
+	// handles are not needed after.
+	defer s.close()
+	c, err := newNFT(s.ns)
+	if err != nil {
+		return nil, err
+	}
+	d.policyConn = c
+	return c, nil
+}
+
+// dropPolicyNFT closes the kept connection after a failure, so the
+// next call starts from a fresh one. Callers hold policyMu.
+func (d *Dataplane) dropPolicyNFT() {
+	if d.policyConn != nil {
+		d.policyConn.close()
+		d.policyConn = nil
+	}
 }
 
 func policyCounters(n *nftConn, t *nftables.Table) (map[string]uint64, error) {

@@ -107,6 +107,8 @@ type PolicyWatch struct {
 	changed    func()
 	// gen counts the changes, for netpol.Compiler's cache.
 	gen uint64
+	// podsListed: the pod reflector has listed once.
+	podsListed bool
 }
 
 // NewPolicyWatch builds the watch; Run starts it.
@@ -124,16 +126,47 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	}
 	nps := mk(&networkingv1.NetworkPolicy{}, w.src.NetworkPolicies)
 	nss := mk(&corev1.Namespace{}, w.src.Namespaces)
-	pods := mk(&corev1.Pod{}, w.src.Pods)
-	if err := pods.SetTransform(policyPod); err != nil {
-		return fmt.Errorf("kube: pod transform: %w", err)
+	// Pods go straight from a reflector into the watch's map of
+	// netpol.Pod values: an informer would keep each pod a second time
+	// in its own store, which at thousands of pods was most of the
+	// memory enforcement costs.
+	podLW := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: w.src.Pods.List, WatchFuncWithContext: w.src.Pods.Watch,
+	}, w.src.Client)
+	pods := cache.NewReflectorWithOptions(podLW, &corev1.Pod{}, podSink{
+		put: func(p *corev1.Pod) {
+			w.update(func() {
+				if finished(p) {
+					delete(w.pods, p.Namespace+"/"+p.Name)
+				} else {
+					w.pods[p.Namespace+"/"+p.Name] = toPolicyPod(p)
+				}
+			})
+		},
+		remove: func(ns, name string) { w.update(func() { delete(w.pods, ns+"/"+name) }) },
+		replace: func(all []*corev1.Pod) {
+			w.update(func() {
+				w.pods = make(map[string]netpol.Pod, len(all))
+				for _, p := range all {
+					if !finished(p) {
+						w.pods[p.Namespace+"/"+p.Name] = toPolicyPod(p)
+					}
+				}
+				w.podsListed = true
+			})
+		},
+	}, cache.ReflectorOptions{Name: "NetworkPolicy pods"})
+	podsSynced := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.podsListed
 	}
 	if err := nss.SetTransform(slimNamespace); err != nil {
 		return fmt.Errorf("kube: namespace transform: %w", err)
 	}
 	w.mu.Lock()
 	w.changed = changed
-	w.synced = []cache.InformerSynced{nps.HasSynced, nss.HasSynced, pods.HasSynced}
+	w.synced = []cache.InformerSynced{nps.HasSynced, nss.HasSynced, podsSynced}
 	w.mu.Unlock()
 	handle(nps, func(obj any, gone bool) {
 		p, ok := obj.(*networkingv1.NetworkPolicy)
@@ -164,29 +197,17 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	if err := nps.SetTransform(slimPolicy); err != nil {
 		return fmt.Errorf("kube: policy transform: %w", err)
 	}
-	handle(pods, func(obj any, gone bool) {
-		p, ok := obj.(*podLite)
-		if !ok {
-			return
-		}
-		key := p.Namespace + "/" + p.Name
-		w.update(func() {
-			if gone || p.finished {
-				delete(w.pods, key)
-			} else {
-				w.pods[key] = p.pod
-			}
-		})
-	})
 	var wg sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{nps, nss, pods} {
+	for _, inf := range []cache.SharedIndexInformer{nps, nss} {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); pods.RunWithContext(ctx) }()
 	// Once every informer has listed, the first compile may replace
 	// the rules the last run left.
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), nps.HasSynced, nss.HasSynced, pods.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), nps.HasSynced, nss.HasSynced, podsSynced) {
 			changed()
 		}
 	}()
@@ -305,35 +326,42 @@ func finished(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-// podLite is what the pod watch keeps of a pod: its key and the
-// compiler's view of it. A slimmed *corev1.Pod still costs its 1.2 KiB
-// struct whatever it holds; at 5,000 pods that was most of the agent's
-// memory for policy.
-type podLite struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	pod      netpol.Pod
-	finished bool
+// podSink is the pod reflector's store: it hands each pod to the
+// watch's map, keeping nothing itself.
+type podSink struct {
+	put     func(*corev1.Pod)
+	remove  func(namespace, name string)
+	replace func([]*corev1.Pod)
 }
 
-// DeepCopyObject: the values are never changed after the transform, so
-// sharing them is a copy.
-func (p *podLite) DeepCopyObject() runtime.Object {
-	c := *p
-	return &c
-}
-
-// policyPod keeps what policies read of a pod: identity, labels,
-// address, named container ports, and whether it has finished.
-func policyPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+func (s podSink) Add(obj any) error { return s.Update(obj) }
+func (s podSink) Resync() error     { return nil }
+func (s podSink) Update(obj any) error {
+	if p, ok := obj.(*corev1.Pod); ok {
+		s.put(p)
 	}
-	return &podLite{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion},
-		pod:        toPolicyPod(p), finished: finished(p),
-	}, nil
+	return nil
+}
+
+func (s podSink) Delete(obj any) error {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		s.remove(p.Namespace, p.Name)
+	}
+	return nil
+}
+
+func (s podSink) Replace(list []any, _ string) error {
+	pods := make([]*corev1.Pod, 0, len(list))
+	for _, obj := range list {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	s.replace(pods)
+	return nil
 }
 
 // slimPolicy drops what the compiler never reads of a policy and what a
