@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,15 +137,9 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	}, w.src.Client)
 	pods := cache.NewReflectorWithOptions(podLW, &corev1.Pod{}, podSink{
 		put: func(p *corev1.Pod) {
-			w.update(func() {
-				if finished(p) {
-					delete(w.pods, p.Namespace+"/"+p.Name)
-				} else {
-					w.pods[p.Namespace+"/"+p.Name] = toPolicyPod(p)
-				}
-			})
+			w.putPod(p.Namespace+"/"+p.Name, toPolicyPod(p), finished(p))
 		},
-		remove: func(ns, name string) { w.update(func() { delete(w.pods, ns+"/"+name) }) },
+		remove: func(ns, name string) { w.putPod(ns+"/"+name, netpol.Pod{}, true) },
 		replace: func(all []*corev1.Pod) {
 			w.update(func() {
 				w.pods = make(map[string]netpol.Pod, len(all))
@@ -232,6 +228,34 @@ func (w *PolicyWatch) update(f func()) {
 	w.mu.Lock()
 	f()
 	w.gen++
+	changed := w.changed
+	w.mu.Unlock()
+	if changed != nil {
+		changed()
+	}
+}
+
+// putPod records a pod's new state (gone: deleted or finished). Only a
+// change to what policies can see of it as a peer (its address, labels,
+// named ports; a pod without an address is no peer) starts a new
+// generation: a pod just created has none yet, and its ADD must not pay
+// for recompiling every rule of the cluster.
+func (w *PolicyWatch) putPod(key string, p netpol.Pod, gone bool) {
+	w.mu.Lock()
+	old, had := w.pods[key]
+	if gone {
+		delete(w.pods, key)
+	} else {
+		w.pods[key] = p
+	}
+	seen := func(q netpol.Pod, ok bool) bool { return ok && q.IP.IsValid() && !q.HostNetwork }
+	relevant := seen(old, had) || seen(p, !gone)
+	if relevant && seen(old, had) && seen(p, !gone) {
+		relevant = old.IP != p.IP || !maps.Equal(old.Labels, p.Labels) || !slices.Equal(old.Ports, p.Ports)
+	}
+	if relevant {
+		w.gen++
+	}
 	changed := w.changed
 	w.mu.Unlock()
 	if changed != nil {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vpcnet/vpcnet/netpol"
 )
 
 func fakePolicySources(cs *fake.Clientset) PolicySources {
@@ -106,5 +108,31 @@ func waitFor(t *testing.T, changed chan struct{}, cond func() bool) {
 		case <-deadline:
 			t.Fatal("condition not met after 10s of changes")
 		}
+	}
+}
+
+func TestAPodWithoutAnAddressStartsNoNewGeneration(t *testing.T) {
+	w := NewPolicyWatch(PolicySources{})
+	gen := w.Generation()
+	w.putPod("x/new", netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "web"}}, false)
+	if w.Generation() != gen {
+		t.Error("a pod with no address yet (no peer of anything) started a new generation: every ADD would recompile the cluster")
+	}
+	if _, ok := w.Known("x", "new"); !ok {
+		t.Error("the pod is not known for its own ADD")
+	}
+	w.putPod("x/new", netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "web"}, IP: netip.MustParseAddr("10.0.0.9")}, false)
+	if w.Generation() == gen {
+		t.Error("the pod's address, published, started no new generation: its peers would not see it")
+	}
+	gen = w.Generation()
+	w.putPod("x/new", netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "db"}, IP: netip.MustParseAddr("10.0.0.9")}, false)
+	if w.Generation() == gen {
+		t.Error("a relabelled pod started no new generation")
+	}
+	gen = w.Generation()
+	w.putPod("x/new", netpol.Pod{}, true)
+	if w.Generation() == gen {
+		t.Error("a deleted pod with an address started no new generation")
 	}
 }
