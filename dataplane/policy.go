@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -321,22 +322,23 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 					peer = lookupAddr(!ingress, set)
 				}
 				fmt.Fprintf(sig, "%s %s %v\n", a.Rule, set, a.Ports)
+				comment := fitComment(a.Rule)
 				if a.Ports == nil {
-					ch.rules = append(ch.rules, ruleSpec{comment: a.Rule, exprs: concat(peer, verdictReturn())})
+					ch.rules = append(ch.rules, ruleSpec{comment: comment, exprs: concat(peer, verdictReturn())})
 					continue
 				}
 				for _, p := range a.Ports {
-					ch.rules = append(ch.rules, ruleSpec{comment: a.Rule, exprs: concat(peer, policyPort(p), verdictReturn())})
+					ch.rules = append(ch.rules, ruleSpec{comment: comment, exprs: concat(peer, policyPort(p), verdictReturn())})
 				}
 			}
 			who := fmt.Sprintf("%s %s/%s", dir, r.Pod.Namespace, r.Pod.Name)
 			if logDrops {
-				ch.rules = append(ch.rules, ruleSpec{comment: "log dropped connections, " + who,
+				ch.rules = append(ch.rules, ruleSpec{comment: fitComment("log dropped connections, " + who),
 					exprs: concat(ctStateHas(expr.CtStateBitNEW),
 						[]expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: policyLogRate, Unit: expr.LimitTimeSecond, Burst: policyLogRate},
-							&expr.Log{Key: 1 << unix.NFTA_LOG_PREFIX, Data: []byte(logPrefix("vpcnet-policy drop " + who + ": "))}})})
+							&expr.Log{Key: 1 << unix.NFTA_LOG_PREFIX, Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
 			}
-			ch.rules = append(ch.rules, ruleSpec{comment: "what no policy allows, " + who,
+			ch.rules = append(ch.rules, ruleSpec{comment: fitComment("what no policy allows, " + who),
 				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ch.counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
 			copy(ch.digest[:], sig.Sum(nil))
 			m.chains[podChainName(r.Pod.IP, ingress)] = ch
@@ -510,12 +512,37 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) {
 	}
 }
 
-// logPrefix fits a log prefix in the kernel's 127 bytes.
+const (
+	// logPrefixMax is the kernel's NF_LOG_PREFIXLEN less its NUL.
+	logPrefixMax = 127
+	// commentMax is what nft accepts as a rule comment, ours included.
+	commentMax = 128
+)
+
+// logPrefix ends s with ": " and fits it in the kernel's log prefix,
+// cutting the name rather than a character in two.
 func logPrefix(s string) string {
-	if len(s) > 127 {
-		s = s[:124] + ": "
+	return truncateUTF8(s, logPrefixMax-2) + ": "
+}
+
+// fitComment fits a rule comment, ownerComment included, in what nft
+// accepts. Namespace, pod and policy names make comments of up to some
+// 600 bytes; the kernel refuses a rule whose comment passes its 256-byte
+// limit (ERANGE), and with it the whole transaction: every pod of the
+// node would keep its old verdicts because one policy has a long name.
+func fitComment(s string) string {
+	return truncateUTF8(s, commentMax-len(ownerComment))
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func saddrLoad() []expr.Any {

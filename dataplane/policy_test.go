@@ -341,3 +341,21 @@ func TestAPolicyChangeRewritesOnlyWhatChangedAndKeepsTheOthersCounters(t *testin
 		t.Errorf("the table keeps what no pod uses:\n%s", text)
 	}
 }
+
+func TestLongPolicyAndPodNamesAreWritten(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	// As long as Kubernetes allows: a 63-byte namespace, 253-byte names.
+	ns, name := strings.Repeat("n", 63), strings.Repeat("p", 253)
+	rs := netpol.Ruleset{Pods: []netpol.PodRules{{
+		Pod: netpol.PodRef{Namespace: ns, Name: name, IP: pp.b.cfg.Addr},
+		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: ns + "/" + strings.Repeat("q", 253) + " ingress[0]",
+			Peers: only(pp.a), Ports: []netpol.Port{{Protocol: netpol.TCP, First: 8080, Last: 8080}}}}},
+	}}}
+	if err := pp.n.dp.SetPolicy(testContext(t), rs, true); err != nil {
+		t.Fatalf("the kernel refused the rules of long names: %v", err)
+	}
+	if reaches(pp.c, pp.b, 8080) {
+		t.Error("c reaches b; only a is allowed")
+	}
+}
