@@ -88,7 +88,10 @@ type podChain struct {
 func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops bool) error {
 	var next *policyModel
 	if len(rs.Pods) > 0 {
-		next = policyModelOf(rs, logDrops)
+		var err error
+		if next, err = policyModelOf(rs, logDrops); err != nil {
+			return err
+		}
 	}
 	// One write or read of the table at a time, so drop totals carried
 	// over a rewrite are counted once. Only this namespace's nf_tables is
@@ -263,7 +266,10 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 // policyModelOf renders rs: each isolated pod's chain per direction, and
 // the peer sets, named by their content so that pods admitting the same
 // peers share one and an unchanged set keeps its name across writes.
-func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
+// The table is family ip: a pod must have an IPv4 address, its own (two
+// pods cannot both own one verdict map entry), and IPv6 peers, which no
+// packet here can come from, are left out.
+func policyModelOf(rs netpol.Ruleset, logDrops bool) (*policyModel, error) {
 	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
 	// The compiler hands every pod a rule selects the same Peers slice:
 	// render each slice once.
@@ -277,9 +283,14 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 		if name, ok := rendered[id]; ok {
 			return name
 		}
+		v4 := ipv4Only(ps)
+		if len(v4) == 0 {
+			rendered[id] = ""
+			return ""
+		}
 		var elems []nftables.SetElement
 		h := sha256.New()
-		for _, r := range addrRanges(ps) {
+		for _, r := range addrRanges(v4) {
 			from := r.From().As4()
 			elems = append(elems, nftables.SetElement{Key: from[:]})
 			h.Write(from[:])
@@ -296,7 +307,15 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 		rendered[id] = name
 		return name
 	}
+	seen := map[netip.Addr]bool{}
 	for _, r := range rs.Pods {
+		if !r.Pod.IP.Is4() {
+			return nil, fmt.Errorf("pod %s/%s: address %v is not IPv4", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
+		}
+		if seen[r.Pod.IP] {
+			return nil, fmt.Errorf("pod %s/%s: address %s is another pod's too", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
+		}
+		seen[r.Pod.IP] = true
 		for _, ingress := range []bool{true, false} {
 			iso := r.Egress
 			dir := "egress"
@@ -319,6 +338,9 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 				set := "*"
 				if !a.AnyPeer {
 					set = peerSet(a.Peers)
+					if set == "" {
+						continue // IPv6 peers only: allows nothing here
+					}
 					peer = lookupAddr(!ingress, set)
 				}
 				fmt.Fprintf(sig, "%s %s %v\n", a.Rule, set, a.Ports)
@@ -344,7 +366,23 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) *policyModel {
 			m.chains[podChainName(r.Pod.IP, ingress)] = ch
 		}
 	}
-	return m
+	return m, nil
+}
+
+// ipv4Only is ps without its IPv6 prefixes, ps itself when it has none.
+func ipv4Only(ps []netip.Prefix) []netip.Prefix {
+	for i, p := range ps {
+		if !p.Addr().Is4() {
+			out := append([]netip.Prefix(nil), ps[:i]...)
+			for _, p := range ps[i+1:] {
+				if p.Addr().Is4() {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+	}
+	return ps
 }
 
 // addrRanges are the address ranges ps covers, merged: an interval set
