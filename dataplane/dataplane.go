@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -44,9 +45,12 @@ type Dataplane struct {
 	// while SetupENI waits).
 	notFound func()
 
-	policyMu   sync.Mutex // orders reads and writes of the policy table
+	policyMu   sync.Mutex // one writer of the policy table at a time; guards policy and policyConn
 	policy     policyState
-	policyConn *nftConn // kept between policy writes; guarded by policyMu
+	policyConn *nftConn // kept between policy writes
+	// policyWrites counts SetPolicy calls that committed a transaction:
+	// tests see by it that a call with nothing to change wrote nothing.
+	policyWrites atomic.Int64
 }
 
 // New validates opts and returns a Dataplane.

@@ -109,11 +109,55 @@ func (n *nftConn) rules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule,
 	return rs, nil
 }
 
+func (n *nftConn) sets(t *nftables.Table) ([]*nftables.Set, error) {
+	ss, err := nftRead(func() ([]*nftables.Set, error) { return n.c.GetSets(t) })
+	if err != nil {
+		return nil, fmt.Errorf("list sets of table %s: %w", t.Name, err)
+	}
+	return ss, nil
+}
+
+func (n *nftConn) setElements(s *nftables.Set) ([]nftables.SetElement, error) {
+	es, err := nftRead(func() ([]nftables.SetElement, error) { return n.c.GetSetElements(s) })
+	if err != nil {
+		return nil, fmt.Errorf("list elements of set %s %s: %w", s.Table.Name, s.Name, err)
+	}
+	return es, nil
+}
+
+// objects lists t's stateful objects (named counters among them) with
+// their current values.
+func (n *nftConn) objects(t *nftables.Table) ([]nftables.Obj, error) {
+	objs, err := nftRead(func() ([]nftables.Obj, error) { return n.c.GetObjects(t) })
+	if err != nil {
+		return nil, fmt.Errorf("list objects of table %s: %w", t.Name, err)
+	}
+	return objs, nil
+}
+
 // Queued writes; nothing reaches the kernel until commit.
 func (n *nftConn) addTable(t *nftables.Table) *nftables.Table { return n.c.AddTable(t) }
 func (n *nftConn) delTable(t *nftables.Table)                 { n.c.DelTable(t) }
 func (n *nftConn) addChain(c *nftables.Chain) *nftables.Chain { return n.c.AddChain(c) }
+func (n *nftConn) delChain(c *nftables.Chain)                 { n.c.DelChain(c) }
 func (n *nftConn) addRule(r *nftables.Rule) *nftables.Rule    { return n.c.AddRule(r) }
+func (n *nftConn) addObj(o nftables.Obj)                      { n.c.AddObj(o) }
+func (n *nftConn) delObj(o nftables.Obj)                      { n.c.DeleteObject(o) }
+func (n *nftConn) delSet(s *nftables.Set)                     { n.c.DelSet(s) }
+
+// flushTable deletes every rule of t, leaving its chains, sets and
+// objects.
+func (n *nftConn) flushTable(t *nftables.Table) { n.c.FlushTable(t) }
+
+// addSet queues s with its elements. The library checks the elements
+// against s before queueing (an interval set's ends, a map's data): an
+// error here is a bug in what we built, and nothing was queued.
+func (n *nftConn) addSet(s *nftables.Set, elems []nftables.SetElement) error {
+	if err := n.c.AddSet(s, elems); err != nil {
+		return fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	return nil
+}
 
 // commit applies the queued writes as one nf_tables transaction.
 func (n *nftConn) commit() error { return n.c.Flush() }

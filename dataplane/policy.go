@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -54,11 +56,11 @@ const (
 )
 
 // policyState is what the Dataplane remembers of its policy table: the
-// model of what it last wrote, and the drops counted by
-// tables it has since replaced.
+// model of what it last wrote or found, and the table's use count then
+// (its chains, sets and counters).
 type policyState struct {
-	last   *policyModel
-	totals map[string]uint64 // by counter name
+	last *policyModel
+	use  uint32
 }
 
 // policyModel is the table's content, by name: what a change is
@@ -80,11 +82,27 @@ type podChain struct {
 }
 
 // SetPolicy makes the node's NetworkPolicy rules exactly rs, in one
-// transaction; an empty rs removes the table. logDrops logs the first
-// packet of each dropped connection through the kernel log, rate-limited.
-// A change is written as a change (the pods' chains, map entries and sets
-// that differ) when this Dataplane wrote the table before; the first
-// write of a process replaces the table whole.
+// transaction; an empty rs removes the table, and when the table already
+// holds rs nothing is written. logDrops logs the first packet of each
+// dropped connection through the kernel log, rate-limited.
+//
+// What is written, by what is known:
+//   - rs is what this Dataplane last wrote or found, and the table still
+//     has as many chains, sets and counters: nothing, for the price of
+//     listing the tables. An edit by someone else inside our table that
+//     keeps those counts goes unseen until the rules change; a deleted or
+//     added chain, set or counter, or the table gone, is seen and
+//     repaired.
+//   - this Dataplane wrote the table before: the change (the pods'
+//     chains, map entries and sets that differ), so that an ADD writes
+//     one pod's chain rather than the table.
+//   - nothing is known (the agent restarted): the table is read whole and
+//     compared with rs; when it holds rs nothing is written.
+//   - otherwise, or when a change is refused: the whole table, in place.
+//
+// Counters of pods that stay isolated are kept in every case, so a pod's
+// drops count from when it was first isolated in that direction, across
+// rewrites and restarts of the agent.
 func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops bool) error {
 	var next *policyModel
 	if len(rs.Pods) > 0 {
@@ -93,102 +111,127 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 			return err
 		}
 	}
-	// One write or read of the table at a time, so drop totals carried
-	// over a rewrite are counted once. Only this namespace's nf_tables is
-	// called under the lock, never the disk or the network.
+	// Held across the kernel calls: the model of the last write must be
+	// what the kernel holds when the next change is computed against it,
+	// and a write queues deletions of what it read. Only this
+	// namespace's nf_tables is called under it, never the disk or the
+	// network; PolicyDrops does not take it.
 	d.policyMu.Lock()
 	defer d.policyMu.Unlock()
 	nft, err := d.policyNFT(ctx)
 	if err != nil {
 		return err
 	}
-	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+	written, err := d.writePolicy(nft, next)
 	if err != nil {
+		// The kept connection may hold what the failed write queued, or
+		// a broken socket: the next call starts from a fresh one.
 		d.dropPolicyNFT()
-		return err
 	}
-	last := d.policy.last
-	if t != nil && last != nil && next != nil && last.same(next) {
-		return nil
+	if written {
+		d.policyWrites.Add(1)
 	}
-	d.policy.last = nil // until this write is known to have landed
-	if t != nil && last != nil && next != nil && last.logDrops == next.logDrops {
-		changePolicyTable(nft, t, last, next)
-		if err := nft.commit(); err == nil {
-			d.policy.last = next
-			return nil
-		} else {
-			d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
-		}
-	}
-	if t != nil {
-		// The counters go with the table: keep what they hold.
-		counts, err := policyCounters(nft, t)
-		if err != nil {
-			return err
-		}
-		if d.policy.totals == nil {
-			d.policy.totals = map[string]uint64{}
-		}
-		for name, n := range counts {
-			d.policy.totals[name] += n
-		}
-		nft.delTable(t)
-	}
-	if next != nil {
-		writePolicyTable(nft, next)
-	}
-	if err := nft.commit(); err != nil {
-		d.dropPolicyNFT()
-		return fmt.Errorf("write nftables table ip %s: %w", PolicyTable, err)
-	}
-	d.policy.last = next
-	// Totals of pods no longer isolated are forgotten.
-	for name := range d.policy.totals {
-		if next == nil {
-			delete(d.policy.totals, name)
-			continue
-		}
-		if _, ok := next.chains[strings.TrimPrefix(name, "drop-")]; !ok {
-			delete(d.policy.totals, name)
-		}
-	}
-	return nil
+	return err
 }
 
-// PolicyDrops counts the packets dropped per isolated pod since it was
-// first isolated (by this process).
+// writePolicy is SetPolicy's work, under policyMu: it makes the table
+// next (nil: no table). written says whether a transaction was
+// committed.
+func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, err error) {
+	const fam = nftables.TableFamilyIPv4
+	t, err := nft.table(fam, PolicyTable)
+	if err != nil {
+		return false, err
+	}
+	last, lastUse := d.policy.last, d.policy.use
+	if next == nil {
+		d.policy = policyState{}
+		if t == nil {
+			return false, nil
+		}
+		nft.delTable(t)
+		if err := nft.commit(); err != nil {
+			return false, fmt.Errorf("delete nftables table ip %s: %w", PolicyTable, err)
+		}
+		return true, nil
+	}
+	consistent := t != nil && last != nil && tableUse(t) == lastUse
+	if consistent && last.same(next) {
+		return false, nil
+	}
+	d.policy = policyState{} // until this write is known to have landed
+	spec := next.spec()
+	done := policyState{last: next, use: spec.use()}
+	if consistent && last.logDrops == next.logDrops {
+		changePolicyTable(nft, t, last, next)
+		err := nft.commit()
+		if err == nil {
+			d.policy = done
+			return true, nil
+		}
+		d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
+	}
+	var have *tableState
+	if t != nil {
+		compare := last == nil
+		st, err := readTableState(nft, t, compare)
+		if err != nil {
+			return false, err
+		}
+		if compare && st.matches(spec) {
+			d.policy = done
+			return false, nil
+		}
+		have = &st
+	}
+	if err := queueTableSpec(nft, fam, PolicyTable, t, have, spec); err != nil {
+		return false, err
+	}
+	if err := nft.commit(); err != nil {
+		return false, fmt.Errorf("write nftables table ip %s: %w", PolicyTable, err)
+	}
+	d.policy = done
+	return true, nil
+}
+
+// PolicyDrops counts the packets dropped per isolated pod, per
+// direction, since the pod was first isolated in that direction. A pod
+// that leaves the rules loses its count.
 func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]netpol.Drops, error) {
-	d.policyMu.Lock()
-	defer d.policyMu.Unlock()
-	nft, err := d.policyNFT(ctx)
+	// Its own connection, not the writers' kept one: a scrape does not
+	// wait for a write, nor a write for a scrape.
+	s, err := d.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
-	if err != nil {
-		d.dropPolicyNFT()
-		return nil, err
-	}
-	if t == nil {
-		return map[netip.Addr]netpol.Drops{}, nil
-	}
-	counts, err := policyCounters(nft, t)
+	defer s.close()
+	nft, err := s.nftables()
 	if err != nil {
 		return nil, err
 	}
 	out := map[netip.Addr]netpol.Drops{}
-	for name, n := range counts {
-		n += d.policy.totals[name]
-		dir, addr, ok := parseDropCounter(name)
+	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+	if err != nil || t == nil {
+		return out, err
+	}
+	objs, err := nft.objects(t)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		c, ok := o.(*nftables.CounterObj)
+		if !ok {
+			continue
+		}
+		dir, addr, ok := parseDropCounter(c.Name)
 		if !ok {
 			continue
 		}
 		v := out[addr]
 		if dir == "in" {
-			v.Ingress = n
+			v.Ingress = c.Packets
 		} else {
-			v.Egress = n
+			v.Egress = c.Packets
 		}
 		out[addr] = v
 	}
@@ -225,20 +268,6 @@ func (d *Dataplane) dropPolicyNFT() {
 		d.policyConn.close()
 		d.policyConn = nil
 	}
-}
-
-func policyCounters(n *nftConn, t *nftables.Table) (map[string]uint64, error) {
-	objs, err := nftRead(func() ([]nftables.Obj, error) { return n.c.GetObjects(t) })
-	if err != nil {
-		return nil, fmt.Errorf("read counters of table %s: %w", t.Name, err)
-	}
-	out := map[string]uint64{}
-	for _, o := range objs {
-		if c, ok := o.(*nftables.CounterObj); ok {
-			out[c.Name] = c.Packets
-		}
-	}
-	return out, nil
 }
 
 func podChainName(a netip.Addr, ingress bool) string {
@@ -358,7 +387,11 @@ func policyModelOf(rs netpol.Ruleset, logDrops bool) (*policyModel, error) {
 				ch.rules = append(ch.rules, ruleSpec{comment: fitComment("log dropped connections, " + who),
 					exprs: concat(ctStateHas(expr.CtStateBitNEW),
 						[]expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: policyLogRate, Unit: expr.LimitTimeSecond, Burst: policyLogRate},
-							&expr.Log{Key: 1 << unix.NFTA_LOG_PREFIX, Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
+							// The level is the kernel's default, written
+							// because the kernel reports it: the rule then
+							// reads back as written.
+							&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Level: expr.LogLevelWarning,
+								Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
 			}
 			ch.rules = append(ch.rules, ruleSpec{comment: fitComment("what no policy allows, " + who),
 				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ch.counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
@@ -456,48 +489,46 @@ func (n *nftConn) addRules(t *nftables.Table, c *nftables.Chain, rules []ruleSpe
 	}
 }
 
-// writePolicyTable queues the whole table; the caller commits.
-func writePolicyTable(n *nftConn, m *policyModel) {
-	t := n.addTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: PolicyTable})
-	c := n.c
-	for name, elems := range m.sets {
-		// Queued, like every other write, until the commit.
-		_ = c.AddSet(peerSetObj(t, name), elems)
-	}
-	ingress, egress := policyMaps(t)
-	var inElems, outElems []nftables.SetElement
-	chains := map[string]*nftables.Chain{}
-	for name, ch := range m.chains {
-		c.AddObj(&nftables.CounterObj{Table: t, Name: ch.counter})
-		chains[name] = n.addChain(&nftables.Chain{Name: name, Table: t})
+// spec is the whole table m describes: the pods' chains, counters and
+// map entries, the peer sets, and the base chains.
+func (m *policyModel) spec() tableSpec {
+	var spec tableSpec
+	var in, out []nftables.SetElement
+	for _, name := range slices.Sorted(maps.Keys(m.chains)) {
+		ch := m.chains[name]
+		spec.chains = append(spec.chains, chainSpec{name: name, rules: ch.rules})
+		spec.counters = append(spec.counters, ch.counter)
 		if ch.ingress {
-			inElems = append(inElems, mapElem(ch, name))
+			in = append(in, mapElem(ch, name))
 		} else {
-			outElems = append(outElems, mapElem(ch, name))
+			out = append(out, mapElem(ch, name))
 		}
 	}
-	// The maps after the chains their jumps name, before the rules
-	// that look them up.
-	_ = c.AddSet(ingress, inElems)
-	_ = c.AddSet(egress, outElems)
-	base := func(name string, hook *nftables.ChainHook, ingressToo bool) chainSpec {
-		ch := chainSpec{name: name, hook: hook, priority: *nftables.ChainPriorityFilter, typ: nftables.ChainTypeFilter}
-		ch.rules = []ruleSpec{
-			{comment: "replies of allowed connections", exprs: concat(ctDirectionReply(), accept())},
-			{comment: "ICMP errors of allowed connections", exprs: concat(ctStateHas(expr.CtStateBitRELATED), accept())},
-			{comment: "a pod's egress", exprs: concat(saddrLoad(), vmapLookup(egress))},
-		}
-		if ingressToo {
-			ch.rules = append(ch.rules, ruleSpec{comment: "a pod's ingress", exprs: concat(daddrLoad(), vmapLookup(ingress))})
-		}
-		return ch
+	spec.chains = append(spec.chains, policyBaseChain("forward", nftables.ChainHookForward, true),
+		policyBaseChain("input", nftables.ChainHookInput, false))
+	for _, name := range slices.Sorted(maps.Keys(m.sets)) {
+		spec.sets = append(spec.sets, setSpec{name: name, interval: true, elems: m.sets[name]})
 	}
-	for _, b := range []chainSpec{base("forward", nftables.ChainHookForward, true), base("input", nftables.ChainHookInput, false)} {
-		n.addRules(t, n.addChain(toChain(t, b)), b.rules)
+	spec.sets = append(spec.sets, setSpec{name: policyMapIngress, isMap: true, elems: in},
+		setSpec{name: policyMapEgress, isMap: true, elems: out})
+	return spec
+}
+
+// policyBaseChain is a hooked chain: replies of allowed connections (and
+// their ICMP errors) pass before a verdict map is consulted. input judges
+// egress only: a packet to the node's own addresses has no pod to admit
+// it.
+func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) chainSpec {
+	ch := chainSpec{name: name, hook: hook, priority: *nftables.ChainPriorityFilter, typ: nftables.ChainTypeFilter}
+	ch.rules = []ruleSpec{
+		{comment: "replies of allowed connections", exprs: concat(ctDirectionReply(), accept())},
+		{comment: "ICMP errors of allowed connections", exprs: concat(ctStateHas(expr.CtStateBitRELATED), accept())},
+		{comment: "a pod's egress", exprs: concat(saddrLoad(), vmapLookup(policyMapEgress))},
 	}
-	for name, ch := range m.chains {
-		n.addRules(t, chains[name], ch.rules)
+	if ingressToo {
+		ch.rules = append(ch.rules, ruleSpec{comment: "a pod's ingress", exprs: concat(daddrLoad(), vmapLookup(policyMapIngress))})
 	}
+	return ch
 }
 
 // changePolicyTable queues what turns table t from last into next: new
@@ -602,8 +633,10 @@ func lookupAddr(dst bool, set string) []expr.Any {
 	return append(load, &expr.Lookup{SourceRegister: 1, SetName: set})
 }
 
-func vmapLookup(s *nftables.Set) []expr.Any {
-	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: s.Name, DestRegister: 0, IsDestRegSet: true}}
+// vmapLookup jumps to the chain the named verdict map holds for
+// register 1.
+func vmapLookup(vmap string) []expr.Any {
+	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: vmap, DestRegister: 0, IsDestRegSet: true}}
 }
 
 // policyPort matches a protocol and, unless every port, a destination

@@ -359,3 +359,126 @@ func TestLongPolicyAndPodNamesAreWritten(t *testing.T) {
 		t.Error("c reaches b; only a is allowed")
 	}
 }
+
+func ingressDrops(t *testing.T, dp *Dataplane, p testPod) uint64 {
+	t.Helper()
+	drops, err := dp.PolicyDrops(testContext(t))
+	if err != nil {
+		t.Fatalf("PolicyDrops: %v", err)
+	}
+	return drops[p.cfg.Addr].Ingress
+}
+
+func TestTheSameRulesetTwiceWritesNothingAlsoAfterARestart(t *testing.T) {
+	pp := newPolicyPods(t)
+	rs := netpol.Ruleset{Pods: []netpol.PodRules{
+		{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "dns", AnyPeer: true, Ports: []netpol.Port{{Protocol: netpol.UDP, First: 53, Last: 53}}}}}},
+		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{
+			{Rule: "web", Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []netpol.Port{{Protocol: netpol.TCP, First: 8000, Last: 8080}}}}}},
+	}}
+	for range 2 {
+		if err := pp.n.dp.SetPolicy(testContext(t), rs, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := pp.n.dp.policyWrites.Load(); w != 1 {
+		t.Errorf("%d writes for the same Ruleset twice, want 1", w)
+	}
+	handles := listTable(t, pp.n.node, PolicyTable, true)
+	// A restarted agent knows nothing of the table: it reads it whole,
+	// finds it right, and writes nothing (any write makes new handles).
+	again, err := New(Options{NetNS: pp.n.node.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := again.SetPolicy(testContext(t), rs, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := again.policyWrites.Load(); w != 0 {
+		t.Errorf("a restarted agent wrote the table it found right (%d writes)", w)
+	}
+	diffLines(t, "policy table after the same Ruleset again", listTable(t, pp.n.node, PolicyTable, true), handles)
+}
+
+func TestATamperedPolicyTableIsRepaired(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	rs := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}}
+	pp.set(t, rs)
+	want := listTable(t, pp.n.node, PolicyTable, false)
+	// Someone empties b's chain: a restarted agent, which compares the
+	// whole table, puts it back.
+	nft(t, pp.n.node, "flush chain ip "+PolicyTable+" in-10.0.1.60")
+	if !reaches(pp.a, pp.b, 8080) {
+		t.Fatal("the tampering did not open b; the test proves nothing")
+	}
+	again, err := New(Options{NetNS: pp.n.node.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.SetPolicy(testContext(t), rs, false); err != nil {
+		t.Fatal(err)
+	}
+	diffLines(t, "policy table repaired at restart", listTable(t, pp.n.node, PolicyTable, false), want)
+	if reaches(pp.a, pp.b, 8080) {
+		t.Error("b is reached after the repair")
+	}
+	// Someone adds a chain to our table, or deletes the table: the same
+	// agent sees it and writes the table again, though its rules have
+	// not changed.
+	for _, tamper := range []string{"add chain ip " + PolicyTable + " intruder", "delete table ip " + PolicyTable} {
+		nft(t, pp.n.node, tamper)
+		if err := again.SetPolicy(testContext(t), rs, false); err != nil {
+			t.Fatal(err)
+		}
+		diffLines(t, "policy table after "+tamper, withoutCounts(listTable(t, pp.n.node, PolicyTable, false)), withoutCounts(want))
+	}
+}
+
+// withoutCounts is a table listing without its counters' values.
+func withoutCounts(lines []string) []string {
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "packets ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestDropsSurviveAWholeRewriteAfterARestart(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}})
+	if reaches(pp.a, pp.b, 8080) {
+		t.Fatal("b reached though isolated")
+	}
+	// The agent restarts while the cluster changes: the new rules are
+	// written whole, and b's counter is kept.
+	again, err := New(Options{NetNS: pp.n.node.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ingressDrops(t, again, pp.b)
+	if before == 0 {
+		t.Fatal("a new Dataplane reads no drops of b; the kernel's counter holds them")
+	}
+	changed := netpol.Ruleset{Pods: []netpol.PodRules{
+		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "c only", Peers: only(pp.c)}}}},
+		{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "any", AnyPeer: true}}}},
+	}}
+	if err := again.SetPolicy(testContext(t), changed, false); err != nil {
+		t.Fatal(err)
+	}
+	if w := again.policyWrites.Load(); w != 1 {
+		t.Fatalf("%d writes; the test needs the table rewritten", w)
+	}
+	if after := ingressDrops(t, again, pp.b); after < before {
+		t.Errorf("b's ingress drops: %d before the rewrite, %d after; a rewrite must not lose them", before, after)
+	}
+	if !reaches(pp.c, pp.b, 8080) || reaches(pp.a, pp.b, 8080) {
+		t.Error("the rewritten rules are not in force")
+	}
+}
