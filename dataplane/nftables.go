@@ -145,6 +145,24 @@ func (n *nftConn) addObj(o nftables.Obj)                      { n.c.AddObj(o) }
 func (n *nftConn) delObj(o nftables.Obj)                      { n.c.DeleteObject(o) }
 func (n *nftConn) delSet(s *nftables.Set)                     { n.c.DelSet(s) }
 
+func (n *nftConn) flushChain(c *nftables.Chain) { n.c.FlushChain(c) }
+
+// setAddElements and setDeleteElements queue elements of an existing
+// set; like addSet, an error is a bug in what we built.
+func (n *nftConn) setAddElements(s *nftables.Set, elems []nftables.SetElement) error {
+	if err := n.c.SetAddElements(s, elems); err != nil {
+		return fmt.Errorf("elements of set %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+func (n *nftConn) setDeleteElements(s *nftables.Set, elems []nftables.SetElement) error {
+	if err := n.c.SetDeleteElements(s, elems); err != nil {
+		return fmt.Errorf("elements of set %s: %w", s.Name, err)
+	}
+	return nil
+}
+
 // flushTable deletes every rule of t, leaving its chains, sets and
 // objects.
 func (n *nftConn) flushTable(t *nftables.Table) { n.c.FlushTable(t) }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -163,7 +164,11 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 	spec := next.spec()
 	done := policyState{last: next, use: spec.use()}
 	if consistent && last.logDrops == next.logDrops {
-		changePolicyTable(nft, t, last, next)
+		// An error in queueing is a bug in what we built, which a whole
+		// rewrite would repeat; and what was queued must not be sent.
+		if err := changePolicyTable(nft, t, last, next); err != nil {
+			return false, err
+		}
 		err := nft.commit()
 		if err == nil {
 			d.policy = done
@@ -535,11 +540,11 @@ func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) cha
 // sets first (rules look them up), then per pod chain its removal, its
 // rules replaced, or its addition with its counter and map entry, then
 // the sets nothing uses any more. Counters of pods that stay are kept.
-func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) {
-	c := n.c
+func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) error {
+	var errs []error
 	for name, elems := range next.sets {
 		if _, ok := last.sets[name]; !ok {
-			_ = c.AddSet(peerSetObj(t, name), elems)
+			errs = append(errs, n.addSet(peerSetObj(t, name), elems))
 		}
 	}
 	ingress, egress := policyMaps(t)
@@ -553,11 +558,11 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) {
 		if _, ok := next.chains[name]; ok {
 			continue
 		}
-		_ = c.SetDeleteElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)})
+		errs = append(errs, n.setDeleteElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)}))
 		chain := &nftables.Chain{Name: name, Table: t}
-		c.FlushChain(chain)
-		c.DelChain(chain)
-		c.DeleteObject(&nftables.CounterObj{Table: t, Name: ch.counter})
+		n.flushChain(chain)
+		n.delChain(chain)
+		n.delObj(&nftables.CounterObj{Table: t, Name: ch.counter})
 	}
 	for name, ch := range next.chains {
 		old, ok := last.chains[name]
@@ -565,20 +570,21 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) {
 		case ok && old.digest == ch.digest:
 		case ok:
 			chain := &nftables.Chain{Name: name, Table: t}
-			c.FlushChain(chain)
+			n.flushChain(chain)
 			n.addRules(t, chain, ch.rules)
 		default:
-			c.AddObj(&nftables.CounterObj{Table: t, Name: ch.counter})
+			n.addObj(&nftables.CounterObj{Table: t, Name: ch.counter})
 			chain := n.addChain(&nftables.Chain{Name: name, Table: t})
 			n.addRules(t, chain, ch.rules)
-			_ = c.SetAddElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)})
+			errs = append(errs, n.setAddElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)}))
 		}
 	}
 	for name := range last.sets {
 		if _, ok := next.sets[name]; !ok {
-			c.DelSet(peerSetObj(t, name))
+			n.delSet(peerSetObj(t, name))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 const (
