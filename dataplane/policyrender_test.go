@@ -1,11 +1,13 @@
 package dataplane
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
 	"github.com/vpcnet/vpcnet/netpol"
@@ -90,5 +92,157 @@ func TestLongNamesStillFitCommentsAndLogPrefixes(t *testing.T) {
 	}
 	if got := logPrefix("vpcnet-policy drop ingress default/web"); got != "vpcnet-policy drop ingress default/web: " {
 		t.Errorf("short prefix changed: %q", got)
+	}
+}
+
+func chainNamed(t *testing.T, spec tableSpec, name string) chainSpec {
+	t.Helper()
+	for _, c := range spec.chains {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no chain %s", name)
+	return chainSpec{}
+}
+
+func setNamed(spec tableSpec, name string) (setSpec, bool) {
+	for _, s := range spec.sets {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return setSpec{}, false
+}
+
+func TestRepliesPassBeforeAnyVerdictMapIsConsulted(t *testing.T) {
+	spec := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &netpol.Isolation{}, Egress: &netpol.Isolation{}}}}, false).spec()
+	for _, tc := range []struct {
+		chain    string
+		hook     *nftables.ChainHook
+		comments []string
+	}{
+		{"forward", nftables.ChainHookForward, []string{"replies of allowed connections", "ICMP errors of allowed connections", "a pod's egress", "a pod's ingress"}},
+		// A pod's packets to its own node: egress only.
+		{"input", nftables.ChainHookInput, []string{"replies of allowed connections", "ICMP errors of allowed connections", "a pod's egress"}},
+	} {
+		c := chainNamed(t, spec, tc.chain)
+		if c.hook != tc.hook || c.priority != *nftables.ChainPriorityFilter || c.typ != nftables.ChainTypeFilter {
+			t.Errorf("chain %s: hook %v priority %v type %v", c.name, c.hook, c.priority, c.typ)
+		}
+		var got []string
+		for _, r := range c.rules {
+			got = append(got, r.comment)
+		}
+		if strings.Join(got, "|") != strings.Join(tc.comments, "|") {
+			t.Errorf("chain %s rules %q, want %q", tc.chain, got, tc.comments)
+		}
+	}
+	for _, c := range spec.chains {
+		if c.hook == nftables.ChainHookOutput {
+			t.Errorf("chain %s hooks output: traffic from the node to its pods must never be judged", c.name)
+		}
+	}
+}
+
+func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
+	spec := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{
+		{Pod: podRef("10.0.0.5"), Ingress: &netpol.Isolation{}},
+		{Pod: podRef("10.0.0.6"), Egress: &netpol.Isolation{}},
+	}}, false).spec()
+	want := map[string]string{
+		policyMapIngress: "0a000005 : -3 in-10.0.0.5",
+		policyMapEgress:  "0a000006 : -3 out-10.0.0.6",
+	}
+	for name, elems := range want {
+		m, ok := setNamed(spec, name)
+		if !ok || !m.isMap {
+			t.Fatalf("no verdict map %s", name)
+		}
+		var got []string
+		for _, e := range m.elems {
+			got = append(got, elementKey(e, true))
+		}
+		if strings.Join(got, ",") != elems {
+			t.Errorf("map %s = %q, want %q", name, got, elems)
+		}
+	}
+	if strings.Join(spec.counters, ",") != "drop-in-10.0.0.5,drop-out-10.0.0.6" {
+		t.Errorf("counters %q", spec.counters)
+	}
+	if spec.use() != 2+2+2+2 {
+		t.Errorf("use %d, want 8: two pod chains, two base chains, two maps, two counters", spec.use())
+	}
+	for _, name := range []string{"in-10.0.0.5", "out-10.0.0.6"} {
+		c := chainNamed(t, spec, name)
+		if len(c.rules) != 1 {
+			t.Fatalf("chain %s: %d rules, want only the drop (nothing allowed)", name, len(c.rules))
+		}
+		last := c.rules[0].exprs
+		ref, ok := last[0].(*expr.Objref)
+		if v, isV := last[len(last)-1].(*expr.Verdict); !ok || !isV || v.Kind != expr.VerdictDrop || ref.Name != "drop-"+name {
+			t.Errorf("chain %s ends with %v, want counter drop-%s then drop", name, last, name)
+		}
+	}
+}
+
+func TestAnAllowReturnsSoThatTheDestinationsIngressStillJudges(t *testing.T) {
+	m := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"),
+		Egress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "shop/p egress[0]", AnyPeer: true}}}}}}, false)
+	c := m.chains["out-10.0.0.5"]
+	// AnyPeer and every port: nothing to match, just return.
+	if len(c.rules[0].exprs) != 1 || c.rules[0].exprs[0].(*expr.Verdict).Kind != expr.VerdictReturn {
+		t.Errorf("allow of every peer on every port = %v, want a bare return", c.rules[0].exprs)
+	}
+}
+
+func TestPortsMatchProtocolAndDestinationPortOrRange(t *testing.T) {
+	m := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"),
+		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{AnyPeer: true, Ports: []netpol.Port{
+			{Protocol: netpol.TCP, First: 80, Last: 80},
+			{Protocol: netpol.UDP, First: 5000, Last: 5100},
+			{Protocol: netpol.SCTP},
+		}}}}}}}, false)
+	c := m.chains["in-10.0.0.5"]
+	want := []string{"Meta Cmp Payload Cmp Verdict", "Meta Cmp Payload Range Verdict", "Meta Cmp Verdict"}
+	for i, w := range want {
+		var kinds []string
+		for _, e := range c.rules[i].exprs {
+			kinds = append(kinds, strings.TrimPrefix(fmt.Sprintf("%T", e), "*expr."))
+		}
+		if got := strings.Join(kinds, " "); got != w {
+			t.Errorf("port rule %d = %s, want %s", i, got, w)
+		}
+	}
+}
+
+func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
+	var rs netpol.Ruleset
+	for i := range 100 {
+		// Each pod its own slice, as from separate compilations.
+		rs.Pods = append(rs.Pods, netpol.PodRules{Pod: podRef(fmt.Sprintf("10.0.0.%d", i+1)),
+			Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "shop/p ingress[0]", Peers: prefixes("10.1.0.0/24", "10.2.0.7/32")}}}})
+	}
+	m := mustModel(t, rs, false)
+	if len(m.sets) != 1 {
+		t.Fatalf("%d peer sets for 100 pods under one policy, want 1", len(m.sets))
+	}
+	for name, elems := range m.sets {
+		var got []string
+		for _, e := range elems {
+			got = append(got, elementKey(e, false))
+		}
+		if strings.Join(got, ",") != "0a010000,0a010100 end,0a020007,0a020008 end" {
+			t.Errorf("set %s elements %q", name, got)
+		}
+		// The same peers beside another pod's: the same name, so that
+		// a change elsewhere keeps the set.
+		other := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{
+			{Pod: podRef("10.0.9.9"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Peers: prefixes("10.9.9.9/32")}}}},
+			{Pod: podRef("10.0.9.10"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Peers: prefixes("10.1.0.0/25", "10.1.0.128/25", "10.2.0.7/32")}}}},
+		}}, false)
+		if _, ok := other.sets[name]; !ok {
+			t.Errorf("the same peers in another Ruleset are not in set %s: %v", name, other.sets)
+		}
 	}
 }
