@@ -482,3 +482,100 @@ func TestDropsSurviveAWholeRewriteAfterARestart(t *testing.T) {
 		t.Error("the rewritten rules are not in force")
 	}
 }
+
+func TestAnAllowedUDPPortPassesAndNoOtherDoes(t *testing.T) {
+	pp := newPolicyPods(t)
+	for _, port := range []uint16{5353, 5454} {
+		serveUDP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, port))
+	}
+	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
+		Allows: []netpol.Allow{{Rule: "dns", Peers: only(pp.a), Ports: []netpol.Port{{Protocol: netpol.UDP, First: 5353, Last: 5353}}}},
+	}}}})
+	if err := talkUDP(pp.a.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 5353)); err != nil {
+		t.Errorf("a cannot reach b on UDP 5353, which the policy allows: %v", err)
+	}
+	if talkUDP(pp.a.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 5454)) == nil {
+		t.Error("a reaches b on UDP 5454; only 5353 is allowed")
+	}
+	if talkUDP(pp.c.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 5353)) == nil {
+		t.Error("c reaches b on UDP 5353; only a is allowed")
+	}
+	if reaches(pp.a, pp.b, 5353) {
+		t.Error("a reaches b on TCP 5353; only UDP is allowed")
+	}
+}
+
+func TestAFullNodesRulesAreWrittenInOneTransaction(t *testing.T) {
+	n := newTestNode(t)
+	// 100 pods isolated both ways, 5 Allows of 10 peers each, every
+	// peer list distinct: 1,000 sets and 1,400 rules, far past a netlink
+	// socket's default buffers.
+	rs := benchRuleset(100, 5, 10, true, true, 80)
+	if err := n.dp.SetPolicy(testContext(t), rs, true); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(listTable(t, n.node, PolicyTable, false), "\n")
+	if sets, chains := strings.Count(text, "set peers-"), strings.Count(text, "\tchain "); sets != 1000 || chains != 202 {
+		t.Errorf("table has %d peer sets and %d chains, want 1000 and 202", sets, chains)
+	}
+	// And the whole of it again, in place, from a restarted agent.
+	again, err := New(Options{NetNS: n.node.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.SetPolicy(testContext(t), benchRuleset(100, 5, 10, true, true, 81), true); err != nil {
+		t.Fatal(err)
+	}
+	if again.policyWrites.Load() != 1 {
+		t.Error("the changed rules were not written")
+	}
+}
+
+// serveUDP echoes every datagram to addr inside n back to its sender.
+func serveUDP(t *testing.T, n ns.NetNS, addr netip.AddrPort) {
+	t.Helper()
+	var c net.PacketConn
+	netnstest.Do(t, n, func() error {
+		var err error
+		c, err = net.ListenPacket("udp4", addr.String())
+		return err
+	})
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			k, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = c.WriteTo(buf[:k], from)
+		}
+	}()
+}
+
+// talkUDP sends a datagram from inside n to addr and waits a second for
+// its echo.
+func talkUDP(n ns.NetNS, addr netip.AddrPort) error {
+	var c net.Conn
+	if err := n.Do(func(ns.NetNS) error {
+		var err error
+		c, err = net.Dial("udp4", addr.String())
+		return err
+	}); err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return err
+	}
+	buf := make([]byte, 16)
+	k, err := c.Read(buf)
+	if err != nil {
+		return fmt.Errorf("read echo: %w", err)
+	}
+	if string(buf[:k]) != "ping" {
+		return fmt.Errorf("echo %q", buf[:k])
+	}
+	return nil
+}
