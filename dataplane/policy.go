@@ -29,8 +29,10 @@ const PolicyTable = "vpcnet-policy"
 // The table's shape:
 //
 //	map ingress, egress: pod address : jump to the pod's chain
-//	set peers-N:         the prefixes one Allow admits (shared by content)
-//	counter drop-in-A, drop-out-A: the packets dropped for pod A
+//	set peers-<hash>:    the prefixes one Allow admits, named by content
+//	                     so that the pods one policy selects share it
+//	counter drop-in-A, drop-out-A: the packets dropped for pod A, kept
+//	                     by every rewrite while A stays isolated
 //	chain forward (hook forward), chain input (hook input):
 //	    ct direction reply accept     (replies of allowed connections)
 //	    ct state related accept       (their ICMP errors)
@@ -38,6 +40,7 @@ const PolicyTable = "vpcnet-policy"
 //	                                   to other pods, the world or its node)
 //	    ip daddr vmap @ingress        (forward only)
 //	chain in-A / out-A: one rule per allowed peers and port, "return";
+//	    then, with logDrops, a rate-limited log of new connections;
 //	    then count and drop.
 //
 // An allow returns rather than accepts, so a packet between two isolated
