@@ -48,6 +48,8 @@ type Dataplane struct {
 	policyMu   sync.Mutex // one writer of the policy table at a time; guards policy and policyConn
 	policy     policyState
 	policyConn *nftConn // kept between policy writes
+	// peerRenders keeps rendered peer sets between policy writes.
+	peerRenders peerRenders
 	// policyWrites counts SetPolicy calls that committed a transaction:
 	// tests see by it that a call with nothing to change wrote nothing.
 	policyWrites atomic.Int64

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/nftables"
@@ -111,7 +112,7 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops b
 	var next *policyModel
 	if len(rs.Pods) > 0 {
 		var err error
-		if next, err = policyModelOf(rs, logDrops); err != nil {
+		if next, err = d.peerRenders.model(rs, logDrops); err != nil {
 			return err
 		}
 	}
@@ -300,6 +301,29 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 	return dir, a, err == nil
 }
 
+// renderPeers is one peer set's elements and its content's name.
+func renderPeers(ps []netip.Prefix) renderedSet {
+	v4 := ipv4Only(ps)
+	if len(v4) == 0 {
+		return renderedSet{}
+	}
+	var elems []nftables.SetElement
+	h := sha256.New()
+	for _, r := range addrRanges(v4) {
+		from := r.From().As4()
+		elems = append(elems, nftables.SetElement{Key: from[:]})
+		h.Write(from[:])
+		if end := r.To().Next(); end.IsValid() {
+			e := end.As4()
+			elems = append(elems, nftables.SetElement{Key: e[:], IntervalEnd: true})
+			h.Write(e[:])
+		} else {
+			h.Write([]byte{0, 0, 0, 0})
+		}
+	}
+	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), elems: elems}
+}
+
 // policyModelOf renders rs: each isolated pod's chain per direction, and
 // the peer sets, named by their content so that pods admitting the same
 // peers share one and an unchanged set keeps its name across writes.
@@ -307,42 +331,51 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 // pods cannot both own one verdict map entry), and IPv6 peers, which no
 // packet here can come from, are left out.
 func policyModelOf(rs netpol.Ruleset, logDrops bool) (*policyModel, error) {
+	return (&peerRenders{}).model(rs, logDrops)
+}
+
+// peerRenders remembers the peer sets rendered by the last model: the
+// compiler hands every pod a rule selects the same Peers slice, and the
+// same slice again on every write while the cluster is unchanged, so a
+// set of thousands of peers is rendered once, not on every ADD. A slice
+// is known by its first element's address and length; the compiler never
+// changes a slice it handed out, and holding the pointer keeps its memory
+// from being reused for another.
+type peerRenders struct {
+	mu   sync.Mutex
+	last map[peerSliceID]renderedSet
+}
+
+type peerSliceID struct {
+	first *netip.Prefix
+	n     int
+}
+
+type renderedSet struct {
+	name  string // "" when no IPv4 peer is left
+	elems []nftables.SetElement
+}
+
+func (pr *peerRenders) model(rs netpol.Ruleset, logDrops bool) (*policyModel, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
 	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
-	// The compiler hands every pod a rule selects the same Peers slice:
-	// render each slice once.
-	type sliceID struct {
-		first *netip.Prefix
-		n     int
-	}
-	rendered := map[sliceID]string{}
+	used := map[peerSliceID]renderedSet{}
+	defer func() { pr.last = used }()
 	peerSet := func(ps []netip.Prefix) string {
-		id := sliceID{&ps[0], len(ps)}
-		if name, ok := rendered[id]; ok {
-			return name
+		id := peerSliceID{&ps[0], len(ps)}
+		r, ok := used[id]
+		if !ok {
+			r, ok = pr.last[id]
 		}
-		v4 := ipv4Only(ps)
-		if len(v4) == 0 {
-			rendered[id] = ""
-			return ""
+		if !ok {
+			r = renderPeers(ps)
 		}
-		var elems []nftables.SetElement
-		h := sha256.New()
-		for _, r := range addrRanges(v4) {
-			from := r.From().As4()
-			elems = append(elems, nftables.SetElement{Key: from[:]})
-			h.Write(from[:])
-			if end := r.To().Next(); end.IsValid() {
-				e := end.As4()
-				elems = append(elems, nftables.SetElement{Key: e[:], IntervalEnd: true})
-				h.Write(e[:])
-			} else {
-				h.Write([]byte{0, 0, 0, 0})
-			}
+		used[id] = r
+		if r.name != "" {
+			m.sets[r.name] = r.elems
 		}
-		name := fmt.Sprintf("peers-%x", h.Sum(nil)[:8])
-		m.sets[name] = elems
-		rendered[id] = name
-		return name
+		return r.name
 	}
 	seen := map[netip.Addr]bool{}
 	for _, r := range rs.Pods {

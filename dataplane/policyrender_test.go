@@ -246,3 +246,41 @@ func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
 		}
 	}
 }
+
+func TestAPeerListTheCompilerHandsAgainIsRenderedOnce(t *testing.T) {
+	peers := []netip.Prefix{netip.MustParsePrefix("10.1.0.0/24"), netip.MustParsePrefix("10.2.0.7/32")}
+	rs := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: netpol.PodRef{Namespace: "a", Name: "p", IP: netip.MustParseAddr("10.0.0.5")},
+		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "r", Peers: peers}}}}}}
+	var pr peerRenders
+	first, err := pr.model(rs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := pr.model(rs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.sets) != 1 || len(second.sets) != 1 {
+		t.Fatalf("sets %v then %v; want one", first.sets, second.sets)
+	}
+	for name, elems := range second.sets {
+		if &elems[0] != &first.sets[name][0] {
+			t.Error("the same peer list was rendered again on the second write")
+		}
+	}
+	// A different list with the same content is rendered, and named alike.
+	again := append([]netip.Prefix(nil), peers...)
+	rs.Pods[0].Ingress.Allows[0].Peers = again
+	third, err := pr.model(rs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range third.sets {
+		if _, ok := first.sets[name]; !ok {
+			t.Errorf("equal peers got another set name %s", name)
+		}
+	}
+	if len(pr.last) != 1 {
+		t.Errorf("the cache keeps %d lists; want only the one last used", len(pr.last))
+	}
+}
