@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 //go:generate go test -run ^TestSettingsDocIsUpToDate$ -update
@@ -66,7 +66,7 @@ type Config struct {
 	// NETWORK_POLICY_ENFORCING_MODE: how a pod whose policies are not
 	// known yet starts.
 	NetworkPolicy     bool
-	NetworkPolicyMode netpol.Mode
+	NetworkPolicyMode verdicts.Mode
 	// NetworkPolicyLogDrops logs dropped connections (kernel log).
 	NetworkPolicyLogDrops bool
 
@@ -198,7 +198,7 @@ func crossCheck(c *Config, given map[string]string) []Problem {
 	}
 	// Strict asks that a pod start isolated; with enforcement off no pod
 	// is ever isolated, so the setting would be silently ignored.
-	if !c.NetworkPolicy && c.NetworkPolicyMode == netpol.Strict {
+	if !c.NetworkPolicy && c.NetworkPolicyMode == verdicts.Strict {
 		problems = append(problems, Problem{"NETWORK_POLICY_ENFORCING_MODE", given["NETWORK_POLICY_ENFORCING_MODE"],
 			"must be standard (or unset) with VPCNET_NETWORK_POLICY=off: vpcnet then isolates no pod, so strict would be ignored; remove it, or turn enforcement on"})
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // env is a lookup over a fixed set of variables.
@@ -39,7 +39,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		VethPrefix:          "eni",
 		PodIMDS:             "allow",
 		NetworkPolicy:       true,
-		NetworkPolicyMode:   netpol.Standard,
+		NetworkPolicyMode:   verdicts.Standard,
 		AdditionalENITags:   map[string]string{},
 		LeakedENIGrace:      10 * time.Minute,
 		LogLevel:            slog.LevelInfo,
@@ -98,8 +98,8 @@ func TestLoadReadsValidValues(t *testing.T) {
 		{map[string]string{"ENABLE_IPv6": "false", "ENABLE_POD_ENI": "false"}, func(Config) bool { return true }},
 		{map[string]string{"MAX_PODS": "110"}, func(c Config) bool { return c.MaxPods == 110 }},
 		{map[string]string{"VPCNET_POD_IMDS": "deny"}, func(c Config) bool { return c.PodIMDS == "deny" }},
-		{map[string]string{"NETWORK_POLICY_ENFORCING_MODE": "strict"}, func(c Config) bool { return c.NetworkPolicy && c.NetworkPolicyMode == netpol.Strict }},
-		{map[string]string{"VPCNET_NETWORK_POLICY": "off"}, func(c Config) bool { return !c.NetworkPolicy && c.NetworkPolicyMode == netpol.Standard }},
+		{map[string]string{"NETWORK_POLICY_ENFORCING_MODE": "strict"}, func(c Config) bool { return c.NetworkPolicy && c.NetworkPolicyMode == verdicts.Strict }},
+		{map[string]string{"VPCNET_NETWORK_POLICY": "off"}, func(c Config) bool { return !c.NetworkPolicy && c.NetworkPolicyMode == verdicts.Standard }},
 		{map[string]string{"VPCNET_NETWORK_POLICY": "off", "NETWORK_POLICY_ENFORCING_MODE": "standard"}, func(c Config) bool { return !c.NetworkPolicy }},
 		// Empty counts as unset, as `value: ""` in a manifest.
 		{map[string]string{"WARM_ENI_TARGET": "", "VPCNET_STATE_DIR": ""}, func(c Config) bool { return c.WarmENITarget == 1 && c.StateDir == "/var/lib/vpcnet" }},

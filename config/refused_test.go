@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // awsNodeManifestEnv is the aws-node container's environment in the
@@ -89,7 +89,7 @@ func TestLoadEnvironStartsWithTheAmazonVPCCNIManifestAndThePodEnvironment(t *tes
 	}
 	// aws-node's manifest asks for standard mode; vpcnet enforces
 	// NetworkPolicy with the same meaning.
-	if !c.NetworkPolicy || c.NetworkPolicyMode != netpol.Standard {
+	if !c.NetworkPolicy || c.NetworkPolicyMode != verdicts.Standard {
 		t.Errorf("NetworkPolicy %t, mode %q; want on, standard", c.NetworkPolicy, c.NetworkPolicyMode)
 	}
 }

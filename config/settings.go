@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // settings is every setting, in the order of docs/settings.md: the Amazon
@@ -151,15 +151,15 @@ func cooldownVar() setting {
 // networkPolicyModeVar keeps the Amazon VPC CNI's values and meanings, so
 // the value in aws-node's own manifest (standard) means the same here.
 func networkPolicyModeVar() setting {
-	return setting{name: "NETWORK_POLICY_ENFORCING_MODE", def: string(netpol.Standard),
+	return setting{name: "NETWORK_POLICY_ENFORCING_MODE", def: string(verdicts.Standard),
 		meaning: "How a pod starts whose NetworkPolicies the agent cannot know yet (the API server has not told it the pod's labels): standard, open, and isolated as its policies say as soon as they are known; strict, isolated both ways with nothing allowed until then, and its ADD fails (the runtime retries) while the agent has not yet listed the cluster's policies, namespaces and pods. Traffic between a pod and its own node (kubelet probes) always passes, unlike in the Amazon VPC CNI's strict mode (aws-network-policy-agent issues #271, #288). Strict needs VPCNET_NETWORK_POLICY=on.",
 		set: func(c *Config, v string) error {
-			switch m := netpol.Mode(v); m {
-			case netpol.Standard, netpol.Strict:
+			switch m := verdicts.Mode(v); m {
+			case verdicts.Standard, verdicts.Strict:
 				c.NetworkPolicyMode = m
 				return nil
 			}
-			return fmt.Errorf("must be one of %s, %s", netpol.Standard, netpol.Strict)
+			return fmt.Errorf("must be one of %s, %s", verdicts.Standard, verdicts.Strict)
 		},
 		get: func(c *Config) string { return string(c.NetworkPolicyMode) },
 	}

@@ -19,7 +19,8 @@ import (
 	"go4.org/netipx"
 	"golang.org/x/sys/unix"
 
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/hostport"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // PolicyTable is the nftables table (family ip) of the pods'
@@ -108,7 +109,7 @@ type podChain struct {
 // Counters of pods that stay isolated are kept in every case, so a pod's
 // drops count from when it was first isolated in that direction, across
 // rewrites and restarts of the agent.
-func (d *Dataplane) SetPolicy(ctx context.Context, rs netpol.Ruleset, logDrops bool) error {
+func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops bool) error {
 	var next *policyModel
 	if len(rs.Pods) > 0 {
 		var err error
@@ -206,7 +207,7 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 // PolicyDrops counts the packets dropped per isolated pod, per
 // direction, since the pod was first isolated in that direction. A pod
 // that leaves the rules loses its count.
-func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]netpol.Drops, error) {
+func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Drops, error) {
 	// Its own connection, not the writers' kept one: a scrape does not
 	// wait for a write, nor a write for a scrape.
 	s, err := d.open(ctx)
@@ -218,7 +219,7 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]netpol.Drop
 	if err != nil {
 		return nil, err
 	}
-	out := map[netip.Addr]netpol.Drops{}
+	out := map[netip.Addr]verdicts.Drops{}
 	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
 	if err != nil || t == nil {
 		return out, err
@@ -330,7 +331,7 @@ func renderPeers(ps []netip.Prefix) renderedSet {
 // The table is family ip: a pod must have an IPv4 address, its own (two
 // pods cannot both own one verdict map entry), and IPv6 peers, which no
 // packet here can come from, are left out.
-func policyModelOf(rs netpol.Ruleset, logDrops bool) (*policyModel, error) {
+func policyModelOf(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 	return (&peerRenders{}).model(rs, logDrops)
 }
 
@@ -356,7 +357,7 @@ type renderedSet struct {
 	elems []nftables.SetElement
 }
 
-func (pr *peerRenders) model(rs netpol.Ruleset, logDrops bool) (*policyModel, error) {
+func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
@@ -683,29 +684,19 @@ func vmapLookup(vmap string) []expr.Any {
 
 // policyPort matches a protocol and, unless every port, a destination
 // port or range.
-func policyPort(p netpol.Port) []expr.Any {
-	var proto byte
-	switch p.Protocol {
-	case netpol.TCP:
-		proto = unix.IPPROTO_TCP
-	case netpol.UDP:
-		proto = unix.IPPROTO_UDP
-	case netpol.SCTP:
-		proto = unix.IPPROTO_SCTP
-	}
-	out := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
-	}
-	if p.AllPorts() {
+func policyPort(p verdicts.Port) []expr.Any {
+	// The hostPort rules' matches: netpol names protocols as the API
+	// does (TCP), hostport as the runtime does (tcp).
+	out := l4proto(hostport.Protocol(strings.ToLower(string(p.Protocol))))
+	switch {
+	case p.AllPorts():
 		return out
+	case p.First == p.Last:
+		return append(out, dport(p.First)...)
 	}
-	out = append(out, &expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
-	if p.First == p.Last {
-		return append(out, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.First)})
-	}
-	return append(out, &expr.Range{Op: expr.CmpOpEq, Register: 1,
-		FromData: binaryutil.BigEndian.PutUint16(p.First), ToData: binaryutil.BigEndian.PutUint16(p.Last)})
+	return append(out,
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(p.First), ToData: binaryutil.BigEndian.PutUint16(p.Last)})
 }
 
 // ipCTDirReply is the kernel's IP_CT_DIR_REPLY.

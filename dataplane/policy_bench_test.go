@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vpcnet/vpcnet/dataplane/netnstest"
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // benchRuleset isolates pods: ingress only, or both ways, each direction
@@ -16,7 +16,7 @@ import (
 // port+1...). With distinct, every Allow of every pod has its own peers;
 // otherwise the pods share one peer list per Allow, as the compiler
 // hands out the peers of the pods one policy selects.
-func benchRuleset(pods, allows, peers int, bothWays, distinct bool, port uint16) netpol.Ruleset {
+func benchRuleset(pods, allows, peers int, bothWays, distinct bool, port uint16) verdicts.Ruleset {
 	shared := make([][]netip.Prefix, allows)
 	n := 0
 	peerList := func() []netip.Prefix {
@@ -30,21 +30,21 @@ func benchRuleset(pods, allows, peers int, bothWays, distinct bool, port uint16)
 	for a := range shared {
 		shared[a] = peerList()
 	}
-	iso := func() *netpol.Isolation {
-		i := &netpol.Isolation{Policies: []string{"bench/p"}}
+	iso := func() *verdicts.Isolation {
+		i := &verdicts.Isolation{Policies: []string{"bench/p"}}
 		for a := range allows {
 			ps := shared[a]
 			if distinct {
 				ps = peerList()
 			}
-			i.Allows = append(i.Allows, netpol.Allow{Rule: fmt.Sprintf("bench/p ingress[%d]", a), Peers: ps,
-				Ports: []netpol.Port{{Protocol: netpol.TCP, First: port + uint16(a), Last: port + uint16(a)}}})
+			i.Allows = append(i.Allows, verdicts.Allow{Rule: fmt.Sprintf("bench/p ingress[%d]", a), Peers: ps,
+				Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: port + uint16(a), Last: port + uint16(a)}}})
 		}
 		return i
 	}
-	var rs netpol.Ruleset
+	var rs verdicts.Ruleset
 	for p := range pods {
-		r := netpol.PodRules{Pod: netpol.PodRef{Namespace: "bench", Name: fmt.Sprint("p", p), IP: netip.AddrFrom4([4]byte{10, 0, byte(p / 250), byte(1 + p%250)})},
+		r := verdicts.PodRules{Pod: verdicts.PodRef{Namespace: "bench", Name: fmt.Sprint("p", p), IP: netip.AddrFrom4([4]byte{10, 0, byte(p / 250), byte(1 + p%250)})},
 			Ingress: iso()}
 		if bothWays {
 			r.Egress = iso()
@@ -71,13 +71,13 @@ func benchRuleset(pods, allows, peers int, bothWays, distinct bool, port uint16)
 func BenchmarkSetPolicyPaths(b *testing.B) {
 	for _, shape := range []struct {
 		name string
-		rs   func(port uint16) netpol.Ruleset
+		rs   func(port uint16) verdicts.Ruleset
 	}{
 		// 110 pods, each with 5 Allows of 10 peers (shared), ingress.
-		{"110pods-5allows-10peers", func(port uint16) netpol.Ruleset { return benchRuleset(110, 5, 10, false, false, port) }},
+		{"110pods-5allows-10peers", func(port uint16) verdicts.Ruleset { return benchRuleset(110, 5, 10, false, false, port) }},
 		// 100 pods both ways with 5 Allows of 10 peers each, all
 		// distinct: 1,000 peer sets.
-		{"1000sets-10peers", func(port uint16) netpol.Ruleset { return benchRuleset(100, 5, 10, true, true, port) }},
+		{"1000sets-10peers", func(port uint16) verdicts.Ruleset { return benchRuleset(100, 5, 10, true, true, port) }},
 	} {
 		for _, mode := range []string{"unchanged", "restart-unchanged", "restart-changed", "change-one-pod"} {
 			b.Run(shape.name+"/"+mode, func(b *testing.B) {
@@ -90,7 +90,7 @@ func BenchmarkSetPolicyPaths(b *testing.B) {
 					return dp
 				}
 				dp := newDP()
-				rs := [2]netpol.Ruleset{shape.rs(80), shape.rs(90)}
+				rs := [2]verdicts.Ruleset{shape.rs(80), shape.rs(90)}
 				if err := dp.SetPolicy(b.Context(), rs[0], true); err != nil {
 					b.Fatal(err)
 				}

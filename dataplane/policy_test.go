@@ -13,7 +13,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/vpcnet/vpcnet/dataplane/netnstest"
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // Policy tests: three pods on one node (a and c on the primary ENI, b on
@@ -32,13 +32,13 @@ func newPolicyPods(t *testing.T) policyPods {
 		c: n.addPod(t, "pol-c", "10.0.0.51", 0)}
 }
 
-func ref(p testPod, name string) netpol.PodRef {
-	return netpol.PodRef{Namespace: "default", Name: name, IP: p.cfg.Addr}
+func ref(p testPod, name string) verdicts.PodRef {
+	return verdicts.PodRef{Namespace: "default", Name: name, IP: p.cfg.Addr}
 }
 
 func only(p testPod) []netip.Prefix { return []netip.Prefix{netip.PrefixFrom(p.cfg.Addr, 32)} }
 
-func (pp policyPods) set(t *testing.T, rs netpol.Ruleset) {
+func (pp policyPods) set(t *testing.T, rs verdicts.Ruleset) {
 	t.Helper()
 	if err := pp.n.dp.SetPolicy(testContext(t), rs, false); err != nil {
 		t.Fatalf("SetPolicy: %v", err)
@@ -55,9 +55,9 @@ func TestAnIsolatedPodAdmitsOnlyThePeerAndPortAPolicyAllows(t *testing.T) {
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 9090))
 	serveTCP(t, pp.a.ns, netip.AddrPortFrom(pp.a.cfg.Addr, 8080))
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{
 		Policies: []string{"default/web"},
-		Allows:   []netpol.Allow{{Rule: "default/web ingress[0]", Peers: only(pp.a), Ports: []netpol.Port{{Protocol: netpol.TCP, First: 8000, Last: 8080}}}},
+		Allows:   []verdicts.Allow{{Rule: "default/web ingress[0]", Peers: only(pp.a), Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: 8000, Last: 8080}}}},
 	}}}})
 	if !reaches(pp.a, pp.b, 8080) {
 		t.Error("a cannot reach b:8080, which the policy allows")
@@ -84,7 +84,7 @@ func TestEgressIsolationStillLetsRepliesOfInboundConnectionsOut(t *testing.T) {
 	pp := newPolicyPods(t)
 	serveTCP(t, pp.a.ns, netip.AddrPortFrom(pp.a.cfg.Addr, 8080))
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{}}}})
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.a, "pol-a"), Egress: &verdicts.Isolation{}}}})
 	if !reaches(pp.b, pp.a, 8080) {
 		t.Error("b cannot reach a: a's ingress is open and its replies must pass its egress isolation")
 	}
@@ -104,9 +104,9 @@ func TestEgressIsolationStillLetsRepliesOfInboundConnectionsOut(t *testing.T) {
 func TestAnEgressAllowStillMeetsTheDestinationsIngress(t *testing.T) {
 	pp := newPolicyPods(t)
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{
-		{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{Allows: []netpol.Allow{{AnyPeer: true}}}},
-		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}},
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{
+		{Pod: ref(pp.a, "pol-a"), Egress: &verdicts.Isolation{Allows: []verdicts.Allow{{AnyPeer: true}}}},
+		{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{}},
 	}})
 	if reaches(pp.a, pp.b, 8080) {
 		t.Error("a reaches b: a's egress allows it but b's ingress allows nothing")
@@ -169,21 +169,21 @@ func (e *echoConn) flows(msg string) bool {
 
 func TestAChangedPolicyKeepsTheConnectionsItStillAllowsAndCutsTheOthers(t *testing.T) {
 	pp := newPolicyPods(t)
-	allowA := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
-		Allows: []netpol.Allow{{Rule: "one", Peers: only(pp.a)}}}}}}
+	allowA := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{
+		Allows: []verdicts.Allow{{Rule: "one", Peers: only(pp.a)}}}}}}
 	pp.set(t, allowA)
 	conn := openEcho(t, pp.a, pp.b, 7070)
 	if !conn.flows("first") {
 		t.Fatal("the allowed connection does not flow")
 	}
 	// Another policy, still allowing a: the table is rewritten.
-	stillA := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
-		Allows: []netpol.Allow{{Rule: "two", Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []netpol.Port{{Protocol: netpol.TCP}}}}}}}}
+	stillA := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{
+		Allows: []verdicts.Allow{{Rule: "two", Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []verdicts.Port{{Protocol: verdicts.TCP}}}}}}}}
 	pp.set(t, stillA)
 	if !conn.flows("second") {
 		t.Error("a rewrite that still allows the connection cut it")
 	}
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}})
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{}}}})
 	if conn.flows("third") {
 		t.Error("the connection still flows after a policy that no longer allows it")
 	}
@@ -192,7 +192,7 @@ func TestAChangedPolicyKeepsTheConnectionsItStillAllowsAndCutsTheOthers(t *testi
 func TestPolicyRulesOutliveTheirWriterAndGoWhenNothingIsIsolated(t *testing.T) {
 	pp := newPolicyPods(t)
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
-	rs := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}}
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{}}}}
 	pp.set(t, rs)
 	if reaches(pp.a, pp.b, 8080) {
 		t.Fatal("b is reached though isolated")
@@ -220,7 +220,7 @@ func TestPolicyRulesOutliveTheirWriterAndGoWhenNothingIsIsolated(t *testing.T) {
 	if after[pp.b.cfg.Addr].Ingress < before[pp.b.cfg.Addr].Ingress || before[pp.b.cfg.Addr].Ingress == 0 {
 		t.Errorf("drops before the rewrite %v, after %v; a rewrite must not lose them", before, after)
 	}
-	if err := again.SetPolicy(testContext(t), netpol.Ruleset{}, false); err != nil {
+	if err := again.SetPolicy(testContext(t), verdicts.Ruleset{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := listTable(t, pp.n.node, PolicyTable, false); got != nil {
@@ -233,11 +233,11 @@ func TestPolicyRulesOutliveTheirWriterAndGoWhenNothingIsIsolated(t *testing.T) {
 
 func TestPolicyTableReadsAsItsComments(t *testing.T) {
 	pp := newPolicyPods(t)
-	rs := netpol.Ruleset{Pods: []netpol.PodRules{
-		{Pod: ref(pp.a, "pol-a"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{
-			{Rule: "default/p ingress[0]", Peers: only(pp.c), Ports: []netpol.Port{{Protocol: netpol.UDP, First: 53, Last: 53}, {Protocol: netpol.SCTP}}},
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{
+		{Pod: ref(pp.a, "pol-a"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{
+			{Rule: "default/p ingress[0]", Peers: only(pp.c), Ports: []verdicts.Port{{Protocol: verdicts.UDP, First: 53, Last: 53}, {Protocol: verdicts.SCTP}}},
 		}}},
-		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{
+		{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{
 			{Rule: "default/p ingress[0]", Peers: only(pp.c)},
 		}}},
 	}}
@@ -275,7 +275,7 @@ func BenchmarkSetPolicy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rs := netpol.Ruleset{}
+	rs := verdicts.Ruleset{}
 	// As the compiler hands them: one peer list per rule, shared by the
 	// pods the policy selects.
 	var peers [5][]netip.Prefix
@@ -285,11 +285,11 @@ func BenchmarkSetPolicy(b *testing.B) {
 		}
 	}
 	for i := range 110 {
-		r := netpol.PodRules{Pod: netpol.PodRef{Namespace: "bench", Name: fmt.Sprint("p", i), IP: netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})},
-			Ingress: &netpol.Isolation{Policies: []string{"bench/p"}}}
+		r := verdicts.PodRules{Pod: verdicts.PodRef{Namespace: "bench", Name: fmt.Sprint("p", i), IP: netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})},
+			Ingress: &verdicts.Isolation{Policies: []string{"bench/p"}}}
 		for a := range 5 {
-			r.Ingress.Allows = append(r.Ingress.Allows, netpol.Allow{Rule: fmt.Sprintf("bench/p ingress[%d]", a), Peers: peers[a],
-				Ports: []netpol.Port{{Protocol: netpol.TCP, First: uint16(8000 + a), Last: uint16(8000 + a)}}})
+			r.Ingress.Allows = append(r.Ingress.Allows, verdicts.Allow{Rule: fmt.Sprintf("bench/p ingress[%d]", a), Peers: peers[a],
+				Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: uint16(8000 + a), Last: uint16(8000 + a)}}})
 		}
 		rs.Pods = append(rs.Pods, r)
 	}
@@ -308,14 +308,14 @@ func TestAPolicyChangeRewritesOnlyWhatChangedAndKeepsTheOthersCounters(t *testin
 	pp := newPolicyPods(t)
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
 	serveTCP(t, pp.c.ns, netip.AddrPortFrom(pp.c.cfg.Addr, 8080))
-	bOnly := netpol.PodRules{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{bOnly}})
+	bOnly := verdicts.PodRules{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{}}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{bOnly}})
 	if reaches(pp.a, pp.b, 8080) {
 		t.Fatal("b reached though isolated")
 	}
 	// c joins (an ADD): b's chain and its drops stay as they were.
-	cAllowsA := netpol.PodRules{Pod: ref(pp.c, "pol-c"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "r", Peers: only(pp.a)}}}}
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{bOnly, cAllowsA}})
+	cAllowsA := verdicts.PodRules{Pod: ref(pp.c, "pol-c"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: only(pp.a)}}}}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{bOnly, cAllowsA}})
 	drops, err := pp.n.dp.PolicyDrops(testContext(t))
 	if err != nil {
 		t.Fatal(err)
@@ -328,8 +328,8 @@ func TestAPolicyChangeRewritesOnlyWhatChangedAndKeepsTheOthersCounters(t *testin
 	}
 	// b leaves and c changes to allow b: b's chain, counter and the set
 	// of a go; b is open again.
-	cAllowsB := netpol.PodRules{Pod: ref(pp.c, "pol-c"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "r", Peers: only(pp.b)}}}}
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{cAllowsB}})
+	cAllowsB := verdicts.PodRules{Pod: ref(pp.c, "pol-c"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: only(pp.b)}}}}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{cAllowsB}})
 	if !reaches(pp.a, pp.b, 8080) {
 		t.Error("b still isolated after it left the rules")
 	}
@@ -347,10 +347,10 @@ func TestLongPolicyAndPodNamesAreWritten(t *testing.T) {
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
 	// As long as Kubernetes allows: a 63-byte namespace, 253-byte names.
 	ns, name := strings.Repeat("n", 63), strings.Repeat("p", 253)
-	rs := netpol.Ruleset{Pods: []netpol.PodRules{{
-		Pod: netpol.PodRef{Namespace: ns, Name: name, IP: pp.b.cfg.Addr},
-		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: ns + "/" + strings.Repeat("q", 253) + " ingress[0]",
-			Peers: only(pp.a), Ports: []netpol.Port{{Protocol: netpol.TCP, First: 8080, Last: 8080}}}}},
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{
+		Pod: verdicts.PodRef{Namespace: ns, Name: name, IP: pp.b.cfg.Addr},
+		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: ns + "/" + strings.Repeat("q", 253) + " ingress[0]",
+			Peers: only(pp.a), Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: 8080, Last: 8080}}}}},
 	}}}
 	if err := pp.n.dp.SetPolicy(testContext(t), rs, true); err != nil {
 		t.Fatalf("the kernel refused the rules of long names: %v", err)
@@ -371,10 +371,10 @@ func ingressDrops(t *testing.T, dp *Dataplane, p testPod) uint64 {
 
 func TestTheSameRulesetTwiceWritesNothingAlsoAfterARestart(t *testing.T) {
 	pp := newPolicyPods(t)
-	rs := netpol.Ruleset{Pods: []netpol.PodRules{
-		{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "dns", AnyPeer: true, Ports: []netpol.Port{{Protocol: netpol.UDP, First: 53, Last: 53}}}}}},
-		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{
-			{Rule: "web", Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []netpol.Port{{Protocol: netpol.TCP, First: 8000, Last: 8080}}}}}},
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{
+		{Pod: ref(pp.a, "pol-a"), Egress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "dns", AnyPeer: true, Ports: []verdicts.Port{{Protocol: verdicts.UDP, First: 53, Last: 53}}}}}},
+		{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{
+			{Rule: "web", Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: 8000, Last: 8080}}}}}},
 	}}
 	for range 2 {
 		if err := pp.n.dp.SetPolicy(testContext(t), rs, true); err != nil {
@@ -405,7 +405,7 @@ func TestTheSameRulesetTwiceWritesNothingAlsoAfterARestart(t *testing.T) {
 func TestATamperedPolicyTableIsRepaired(t *testing.T) {
 	pp := newPolicyPods(t)
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
-	rs := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}}
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{}}}}
 	pp.set(t, rs)
 	want := listTable(t, pp.n.node, PolicyTable, false)
 	// Someone empties b's chain: a restarted agent, which compares the
@@ -451,7 +451,7 @@ func withoutCounts(lines []string) []string {
 func TestDropsSurviveAWholeRewriteAfterARestart(t *testing.T) {
 	pp := newPolicyPods(t)
 	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{}}}})
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{}}}})
 	if reaches(pp.a, pp.b, 8080) {
 		t.Fatal("b reached though isolated")
 	}
@@ -465,9 +465,9 @@ func TestDropsSurviveAWholeRewriteAfterARestart(t *testing.T) {
 	if before == 0 {
 		t.Fatal("a new Dataplane reads no drops of b; the kernel's counter holds them")
 	}
-	changed := netpol.Ruleset{Pods: []netpol.PodRules{
-		{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "c only", Peers: only(pp.c)}}}},
-		{Pod: ref(pp.a, "pol-a"), Egress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "any", AnyPeer: true}}}},
+	changed := verdicts.Ruleset{Pods: []verdicts.PodRules{
+		{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "c only", Peers: only(pp.c)}}}},
+		{Pod: ref(pp.a, "pol-a"), Egress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "any", AnyPeer: true}}}},
 	}}
 	if err := again.SetPolicy(testContext(t), changed, false); err != nil {
 		t.Fatal(err)
@@ -488,8 +488,8 @@ func TestAnAllowedUDPPortPassesAndNoOtherDoes(t *testing.T) {
 	for _, port := range []uint16{5353, 5454} {
 		serveUDP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, port))
 	}
-	pp.set(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &netpol.Isolation{
-		Allows: []netpol.Allow{{Rule: "dns", Peers: only(pp.a), Ports: []netpol.Port{{Protocol: netpol.UDP, First: 5353, Last: 5353}}}},
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{
+		Allows: []verdicts.Allow{{Rule: "dns", Peers: only(pp.a), Ports: []verdicts.Port{{Protocol: verdicts.UDP, First: 5353, Last: 5353}}}},
 	}}}})
 	if err := talkUDP(pp.a.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 5353)); err != nil {
 		t.Errorf("a cannot reach b on UDP 5353, which the policy allows: %v", err)

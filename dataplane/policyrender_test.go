@@ -10,12 +10,12 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
-	"github.com/vpcnet/vpcnet/netpol"
+	"github.com/vpcnet/vpcnet/verdicts"
 )
 
 // Rendering tests: no root, no kernel.
 
-func mustModel(t *testing.T, rs netpol.Ruleset, logDrops bool) *policyModel {
+func mustModel(t *testing.T, rs verdicts.Ruleset, logDrops bool) *policyModel {
 	t.Helper()
 	m, err := policyModelOf(rs, logDrops)
 	if err != nil {
@@ -24,8 +24,8 @@ func mustModel(t *testing.T, rs netpol.Ruleset, logDrops bool) *policyModel {
 	return m
 }
 
-func podRef(ip string) netpol.PodRef {
-	return netpol.PodRef{Namespace: "shop", Name: "web-" + ip, IP: netip.MustParseAddr(ip)}
+func podRef(ip string) verdicts.PodRef {
+	return verdicts.PodRef{Namespace: "shop", Name: "web-" + ip, IP: netip.MustParseAddr(ip)}
 }
 
 func prefixes(ss ...string) []netip.Prefix {
@@ -37,8 +37,8 @@ func prefixes(ss ...string) []netip.Prefix {
 }
 
 func TestTheIPv4TableLeavesIPv6PeersOutAndRefusesIPv6OrSharedPodAddresses(t *testing.T) {
-	m := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"),
-		Ingress: &netpol.Isolation{Allows: []netpol.Allow{
+	m := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"),
+		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{
 			{Rule: "v6 only", Peers: prefixes("fd00::/64")},
 			{Rule: "both", Peers: prefixes("fd00::/64", "10.3.0.0/16", "fd01::/64")},
 		}}}}}, false)
@@ -54,11 +54,11 @@ func TestTheIPv4TableLeavesIPv6PeersOutAndRefusesIPv6OrSharedPodAddresses(t *tes
 			t.Errorf("set %s = %v, want 10.3.0.0/16 alone", name, elems)
 		}
 	}
-	v6 := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: netpol.PodRef{Namespace: "a", Name: "b", IP: netip.MustParseAddr("fd00::5")}, Ingress: &netpol.Isolation{}}}}
+	v6 := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: verdicts.PodRef{Namespace: "a", Name: "b", IP: netip.MustParseAddr("fd00::5")}, Ingress: &verdicts.Isolation{}}}}
 	if _, err := policyModelOf(v6, false); err == nil {
 		t.Error("an IPv6 pod was rendered into the ip table")
 	}
-	twice := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &netpol.Isolation{}}, {Pod: podRef("10.0.0.5"), Egress: &netpol.Isolation{}}}}
+	twice := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &verdicts.Isolation{}}, {Pod: podRef("10.0.0.5"), Egress: &verdicts.Isolation{}}}}
 	if _, err := policyModelOf(twice, false); err == nil {
 		t.Error("two pods at one address were rendered")
 	}
@@ -68,9 +68,9 @@ func TestLongNamesStillFitCommentsAndLogPrefixes(t *testing.T) {
 	ns := strings.Repeat("n", 63)
 	name := strings.Repeat("p", 250) + "é" // a two-byte character where the cut falls
 	rule := ns + "/" + strings.Repeat("q", 253) + " ingress[0]"
-	m := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{
-		Pod:     netpol.PodRef{Namespace: ns, Name: name, IP: netip.MustParseAddr("10.0.0.5")},
-		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: rule, AnyPeer: true, Ports: []netpol.Port{{Protocol: netpol.TCP, First: 80, Last: 80}}}}},
+	m := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{
+		Pod:     verdicts.PodRef{Namespace: ns, Name: name, IP: netip.MustParseAddr("10.0.0.5")},
+		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: rule, AnyPeer: true, Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: 80, Last: 80}}}}},
 	}}}, true)
 	for name, c := range m.chains {
 		for _, r := range c.rules {
@@ -116,7 +116,7 @@ func setNamed(spec tableSpec, name string) (setSpec, bool) {
 }
 
 func TestRepliesPassBeforeAnyVerdictMapIsConsulted(t *testing.T) {
-	spec := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &netpol.Isolation{}, Egress: &netpol.Isolation{}}}}, false).spec()
+	spec := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &verdicts.Isolation{}, Egress: &verdicts.Isolation{}}}}, false).spec()
 	for _, tc := range []struct {
 		chain    string
 		hook     *nftables.ChainHook
@@ -146,9 +146,9 @@ func TestRepliesPassBeforeAnyVerdictMapIsConsulted(t *testing.T) {
 }
 
 func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
-	spec := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{
-		{Pod: podRef("10.0.0.5"), Ingress: &netpol.Isolation{}},
-		{Pod: podRef("10.0.0.6"), Egress: &netpol.Isolation{}},
+	spec := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{
+		{Pod: podRef("10.0.0.5"), Ingress: &verdicts.Isolation{}},
+		{Pod: podRef("10.0.0.6"), Egress: &verdicts.Isolation{}},
 	}}, false).spec()
 	want := map[string]string{
 		policyMapIngress: "0a000005 : -3 in-10.0.0.5",
@@ -187,8 +187,8 @@ func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
 }
 
 func TestAnAllowReturnsSoThatTheDestinationsIngressStillJudges(t *testing.T) {
-	m := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"),
-		Egress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "shop/p egress[0]", AnyPeer: true}}}}}}, false)
+	m := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"),
+		Egress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "shop/p egress[0]", AnyPeer: true}}}}}}, false)
 	c := m.chains["out-10.0.0.5"]
 	// AnyPeer and every port: nothing to match, just return.
 	if len(c.rules[0].exprs) != 1 || c.rules[0].exprs[0].(*expr.Verdict).Kind != expr.VerdictReturn {
@@ -197,11 +197,11 @@ func TestAnAllowReturnsSoThatTheDestinationsIngressStillJudges(t *testing.T) {
 }
 
 func TestPortsMatchProtocolAndDestinationPortOrRange(t *testing.T) {
-	m := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{{Pod: podRef("10.0.0.5"),
-		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{AnyPeer: true, Ports: []netpol.Port{
-			{Protocol: netpol.TCP, First: 80, Last: 80},
-			{Protocol: netpol.UDP, First: 5000, Last: 5100},
-			{Protocol: netpol.SCTP},
+	m := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"),
+		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{AnyPeer: true, Ports: []verdicts.Port{
+			{Protocol: verdicts.TCP, First: 80, Last: 80},
+			{Protocol: verdicts.UDP, First: 5000, Last: 5100},
+			{Protocol: verdicts.SCTP},
 		}}}}}}}, false)
 	c := m.chains["in-10.0.0.5"]
 	want := []string{"Meta Cmp Payload Cmp Verdict", "Meta Cmp Payload Range Verdict", "Meta Cmp Verdict"}
@@ -217,11 +217,11 @@ func TestPortsMatchProtocolAndDestinationPortOrRange(t *testing.T) {
 }
 
 func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
-	var rs netpol.Ruleset
+	var rs verdicts.Ruleset
 	for i := range 100 {
 		// Each pod its own slice, as from separate compilations.
-		rs.Pods = append(rs.Pods, netpol.PodRules{Pod: podRef(fmt.Sprintf("10.0.0.%d", i+1)),
-			Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "shop/p ingress[0]", Peers: prefixes("10.1.0.0/24", "10.2.0.7/32")}}}})
+		rs.Pods = append(rs.Pods, verdicts.PodRules{Pod: podRef(fmt.Sprintf("10.0.0.%d", i+1)),
+			Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "shop/p ingress[0]", Peers: prefixes("10.1.0.0/24", "10.2.0.7/32")}}}})
 	}
 	m := mustModel(t, rs, false)
 	if len(m.sets) != 1 {
@@ -237,9 +237,9 @@ func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
 		}
 		// The same peers beside another pod's: the same name, so that
 		// a change elsewhere keeps the set.
-		other := mustModel(t, netpol.Ruleset{Pods: []netpol.PodRules{
-			{Pod: podRef("10.0.9.9"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Peers: prefixes("10.9.9.9/32")}}}},
-			{Pod: podRef("10.0.9.10"), Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Peers: prefixes("10.1.0.0/25", "10.1.0.128/25", "10.2.0.7/32")}}}},
+		other := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{
+			{Pod: podRef("10.0.9.9"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Peers: prefixes("10.9.9.9/32")}}}},
+			{Pod: podRef("10.0.9.10"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Peers: prefixes("10.1.0.0/25", "10.1.0.128/25", "10.2.0.7/32")}}}},
 		}}, false)
 		if _, ok := other.sets[name]; !ok {
 			t.Errorf("the same peers in another Ruleset are not in set %s: %v", name, other.sets)
@@ -249,8 +249,8 @@ func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
 
 func TestAPeerListTheCompilerHandsAgainIsRenderedOnce(t *testing.T) {
 	peers := []netip.Prefix{netip.MustParsePrefix("10.1.0.0/24"), netip.MustParsePrefix("10.2.0.7/32")}
-	rs := netpol.Ruleset{Pods: []netpol.PodRules{{Pod: netpol.PodRef{Namespace: "a", Name: "p", IP: netip.MustParseAddr("10.0.0.5")},
-		Ingress: &netpol.Isolation{Allows: []netpol.Allow{{Rule: "r", Peers: peers}}}}}}
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: verdicts.PodRef{Namespace: "a", Name: "p", IP: netip.MustParseAddr("10.0.0.5")},
+		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: peers}}}}}}
 	var pr peerRenders
 	first, err := pr.model(rs, false)
 	if err != nil {

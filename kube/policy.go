@@ -162,9 +162,8 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	}
 	w.mu.Lock()
 	w.changed = changed
-	w.synced = []cache.InformerSynced{nps.HasSynced, nss.HasSynced, podsSynced}
 	w.mu.Unlock()
-	handle(nps, func(obj any, gone bool) {
+	npsHandled := handle(nps, func(obj any, gone bool) {
 		p, ok := obj.(*networkingv1.NetworkPolicy)
 		if !ok {
 			return
@@ -177,7 +176,7 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 			}
 		})
 	})
-	handle(nss, func(obj any, gone bool) {
+	nssHandled := handle(nss, func(obj any, gone bool) {
 		n, ok := obj.(*corev1.Namespace)
 		if !ok {
 			return
@@ -193,6 +192,12 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	if err := nps.SetTransform(slimPolicy); err != nil {
 		return fmt.Errorf("kube: policy transform: %w", err)
 	}
+	// Synced is the handlers', not the informers' stores': a store lists
+	// before its handler has been told of every object, and a first
+	// write then would have left pods open that a policy isolates.
+	w.mu.Lock()
+	w.synced = []cache.InformerSynced{npsHandled.HasSynced, nssHandled.HasSynced, podsSynced}
+	w.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, inf := range []cache.SharedIndexInformer{nps, nss} {
 		wg.Add(1)
@@ -203,7 +208,7 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	// Once every informer has listed, the first compile may replace
 	// the rules the last run left.
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), nps.HasSynced, nss.HasSynced, podsSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), npsHandled.HasSynced, nssHandled.HasSynced, podsSynced) {
 			changed()
 		}
 	}()
@@ -211,8 +216,8 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	return nil
 }
 
-func handle(inf cache.SharedIndexInformer, f func(obj any, gone bool)) {
-	mustHandle(inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+func handle(inf cache.SharedIndexInformer, f func(obj any, gone bool)) cache.ResourceEventHandlerRegistration {
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f(obj, false) },
 		UpdateFunc: func(_, obj any) { f(obj, false) },
 		DeleteFunc: func(obj any) {
@@ -221,7 +226,9 @@ func handle(inf cache.SharedIndexInformer, f func(obj any, gone bool)) {
 			}
 			f(obj, true)
 		},
-	}))
+	})
+	mustHandle(reg, err)
+	return reg
 }
 
 func (w *PolicyWatch) update(f func()) {

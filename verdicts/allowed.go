@@ -1,4 +1,4 @@
-package netpol
+package verdicts
 
 import "net/netip"
 
