@@ -216,13 +216,19 @@ func (k *hostPortKeeper) write(ctx context.Context, s hostport.Set) error {
 // do hands r to run and waits for its answer.
 func (k *hostPortKeeper) do(ctx context.Context, r hostPortReq) error {
 	r.done = make(chan error, 1)
+	return ask(ctx, k.reqs, r, r.done)
+}
+
+// ask hands r to the goroutine that owns reqs and waits for its answer
+// on done, or for ctx.
+func ask[R any](ctx context.Context, reqs chan<- R, r R, done <-chan error) error {
 	select {
-	case k.reqs <- r:
+	case reqs <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case err := <-r.done:
+	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()

@@ -355,17 +355,7 @@ func (k *policyKeeper) write(ctx context.Context) error {
 
 func (k *policyKeeper) do(ctx context.Context, r policyReq) error {
 	r.done = make(chan error, 1)
-	select {
-	case k.reqs <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ask(ctx, k.reqs, r, r.done)
 }
 
 // admit puts a new pod's verdicts in force before its Add answers: its

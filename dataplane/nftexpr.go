@@ -231,13 +231,34 @@ func saddrIs(addr [4]byte) []expr.Any {
 }
 
 // ctStatusHas matches connections with status bits set (`ct status dnat`).
-func ctStatusHas(bits uint32) []expr.Any {
+func ctStatusHas(bits uint32) []expr.Any { return ctBitsSet(expr.CtKeySTATUS, bits) }
+
+// ctBitsSet matches connections whose conntrack field key has one of
+// bits set.
+func ctBitsSet(key expr.CtKey, bits uint32) []expr.Any {
 	return []expr.Any{
-		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Ct{Register: 1, Key: key},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
 			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: binaryutil.NativeEndian.PutUint32(0)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
 	}
 }
+
+// ipCTDirReply is the kernel's IP_CT_DIR_REPLY.
+const ipCTDirReply = 1
+
+// ctDirectionReply matches packets of a connection's reply direction.
+func ctDirectionReply() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeyDIRECTION},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ipCTDirReply}},
+	}
+}
+
+// ctStateHas matches connections in one of the states bits (`ct state
+// new`).
+func ctStateHas(bits uint32) []expr.Any { return ctBitsSet(expr.CtKeySTATE, bits) }
+
+func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
 
 func masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }

@@ -698,25 +698,3 @@ func policyPort(p verdicts.Port) []expr.Any {
 		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(p.First), ToData: binaryutil.BigEndian.PutUint16(p.Last)})
 }
-
-// ipCTDirReply is the kernel's IP_CT_DIR_REPLY.
-const ipCTDirReply = 1
-
-// ctDirectionReply matches packets of a connection's reply direction.
-func ctDirectionReply() []expr.Any {
-	return []expr.Any{
-		&expr.Ct{Register: 1, Key: expr.CtKeyDIRECTION},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ipCTDirReply}},
-	}
-}
-
-func ctStateHas(bit uint32) []expr.Any {
-	return []expr.Any{
-		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-			Mask: binaryutil.NativeEndian.PutUint32(bit), Xor: binaryutil.NativeEndian.PutUint32(0)},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
-	}
-}
-
-func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }

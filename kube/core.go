@@ -55,13 +55,32 @@ type EventClient interface {
 
 // newCoreScheme knows the core/v1 kinds and the meta/v1 options that
 // requests carry, as client-go's scheme does for every group.
-func newCoreScheme() *runtime.Scheme {
+func newCoreScheme() *runtime.Scheme { return schemeOf("core/v1", corev1.AddToScheme) }
+
+// schemeOf is a scheme of one API group version and the meta/v1 options
+// requests carry.
+func schemeOf(name string, add func(*runtime.Scheme) error) *runtime.Scheme {
 	s := runtime.NewScheme()
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	if err := corev1.AddToScheme(s); err != nil {
-		panic("kube: register core/v1: " + err.Error()) // generated code; cannot fail
+	if err := add(s); err != nil {
+		panic("kube: register " + name + ": " + err.Error()) // generated code; cannot fail
 	}
 	return s
+}
+
+// groupClient is a REST client for group version gv under apiPath ("/api"
+// for core, "/apis" for the others) with scheme s alone, built as
+// client-go's typed clients build theirs.
+func groupClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, s *runtime.Scheme) (rest.Interface, error) {
+	cfg := rest.CopyConfig(rc)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = apiPath
+	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(s, serializer.NewCodecFactory(s)).WithoutConversion()
+	client, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube: %s client for %s: %w", gv, rc.Host, err)
+	}
+	return client, nil
 }
 
 // restCore is Core over one REST client for /api/v1.
@@ -75,14 +94,9 @@ type restCore struct {
 // client does (protobuf preferred where rc asks for it).
 func newRESTCore(rc *rest.Config) (*restCore, error) {
 	s := newCoreScheme()
-	cfg := rest.CopyConfig(rc)
-	gv := corev1.SchemeGroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(s, serializer.NewCodecFactory(s)).WithoutConversion()
-	client, err := rest.RESTClientFor(cfg)
+	client, err := groupClient(rc, corev1.SchemeGroupVersion, "/api", s)
 	if err != nil {
-		return nil, fmt.Errorf("kube: core/v1 client for %s: %w", rc.Host, err)
+		return nil, err
 	}
 	c := &restCore{rc: client, params: runtime.NewParameterCodec(s)}
 	c.nodes = &typed[*corev1.Node, *corev1.NodeList]{client: client, params: c.params, name: "nodes",

@@ -12,8 +12,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -53,19 +51,10 @@ func PolicySourcesForConfig(rc *rest.Config) (PolicySources, error) {
 	if err != nil {
 		return PolicySources{}, err
 	}
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	if err := networkingv1.AddToScheme(s); err != nil {
-		return PolicySources{}, fmt.Errorf("kube: register networking.k8s.io/v1: %w", err)
-	}
-	cfg := rest.CopyConfig(rc)
-	gv := networkingv1.SchemeGroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(s, serializer.NewCodecFactory(s)).WithoutConversion()
-	nc, err := rest.RESTClientFor(cfg)
+	s := schemeOf("networking.k8s.io/v1", networkingv1.AddToScheme)
+	nc, err := groupClient(rc, networkingv1.SchemeGroupVersion, "/apis", s)
 	if err != nil {
-		return PolicySources{}, fmt.Errorf("kube: networking.k8s.io/v1 client for %s: %w", rc.Host, err)
+		return PolicySources{}, err
 	}
 	nps := &typed[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]{client: nc, params: runtime.NewParameterCodec(s), name: "networkpolicies",
 		newObject: func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} },
