@@ -77,6 +77,7 @@ func startMirror(t *testing.T, attachDelay time.Duration, hooks mirrorHooks) *mi
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
 		BaseEndpoint: aws.String(url),
 		Retryer:      simtest.ConnectionRetryer,
+		HTTPClient:   simtest.HTTPClient(),
 	})}
 	nodePath, _ := f.NodeNS("i-node1")
 	e.node, e.router = e.handle(nodePath), e.handle(f.RouterNS())

@@ -88,6 +88,7 @@ func newEC2Client(url string) *ec2.Client {
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
 		BaseEndpoint: aws.String(url),
 		Retryer:      simtest.ConnectionRetryer,
+		HTTPClient:   simtest.HTTPClient(),
 	})
 }
 

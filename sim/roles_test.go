@@ -23,6 +23,7 @@ func (e *env) clientAs(key string) *ec2.Client {
 		Credentials:  credentials.NewStaticCredentialsProvider(key, "secret", ""),
 		BaseEndpoint: aws.String(e.url),
 		Retryer:      simtest.ConnectionRetryer,
+		HTTPClient:   simtest.HTTPClient(),
 	})
 }
 
