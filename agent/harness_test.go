@@ -270,7 +270,7 @@ func (r *running) settle(t *testing.T, want func(ipam.Stats) bool) ipam.Stats {
 	deadline := time.Now().Add(20 * time.Second)
 	var st ipam.Stats
 	for time.Now().Before(deadline) {
-		v, _ := r.loop.view(context.Background())
+		v, _ := r.view(context.Background())
 		st = v.Stats
 		if want(st) {
 			return st
@@ -300,10 +300,10 @@ func failing(conds []Condition) string {
 // reconcile reads EC2 and the host again now and waits until every job
 // that started has answered.
 func (r *running) reconcile(ctx context.Context, _ bool) {
-	r.loop.send(ctx, nodestate.ResyncNow{})
+	r.send(ctx, nodestate.ResyncNow{})
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if v, _ := r.loop.view(ctx); v.InFlight == 0 && v.Attaching == 0 {
+		if v, _ := r.view(ctx); v.InFlight == 0 && v.Attaching == 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -314,6 +314,6 @@ func (r *running) reconcile(ctx context.Context, _ bool) {
 func (r *running) lookup(k ipam.Key) (ipam.Assignment, bool) {
 	var as ipam.Assignment
 	var ok bool
-	r.loop.query(context.Background(), func(n *nodestate.Node) { as, _, ok = n.Lookup(k) })
+	r.query(context.Background(), func(n *nodestate.Node) { as, _, ok = n.Lookup(k) })
 	return as, ok
 }

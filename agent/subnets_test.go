@@ -65,7 +65,7 @@ func TestTaggedSubnetDiscovery(t *testing.T) {
 					t.Errorf("new ENI %s in %s, want %s", i.ID, i.SubnetID, tc.wantSubnet)
 				}
 			}
-			v, _ := a.loop.view(context.Background())
+			v, _ := a.view(context.Background())
 			for _, e := range v.ENIs {
 				if len(e.SecurityGroups) != 1 || e.SecurityGroups[0] != "sg-node" {
 					t.Errorf("ENI %s has security groups %v, want the primary ENI's [sg-node]", e.ID, e.SecurityGroups)
@@ -101,7 +101,7 @@ seed: 1
 	if n := w.callCount("CreateNetworkInterface"); n != 0 {
 		t.Errorf("%d CreateNetworkInterface calls; no subnet is eligible", n)
 	}
-	v, _ := a.loop.view(context.Background())
+	v, _ := a.view(context.Background())
 	if v.LastGrowErr == nil || !contains(v.LastGrowErr.Error(), "tagged kubernetes.io/role/cni=0") {
 		t.Errorf("last growth error %v, want one naming the tag", v.LastGrowErr)
 	}
