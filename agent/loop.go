@@ -131,6 +131,10 @@ func (a *Agent) Submit(ctx context.Context, build func(id uint64) nodestate.Even
 	return id, ch
 }
 
+// Wake is when the owner wants a Tick next (zero: never), for a driver
+// that is the owner and keeps its own timers.
+func (a *Agent) Wake() time.Time { return a.wake }
+
 // Node is the state machine, for a driver that is the owner (it checks
 // invariants against it between steps). Nothing else may touch it.
 func (a *Agent) Node() *nodestate.Node { return a.node }
