@@ -212,6 +212,21 @@ type running struct {
 
 func (n *node) start(t *testing.T) *running {
 	t.Helper()
+	a, err := New(n.options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+// options are the agent's on this node: its settings, an EC2 client of
+// the node's instance, its host and layers.
+func (n *node) options(t *testing.T) Options {
+	t.Helper()
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := n.env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -227,15 +242,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Logger: log, AttachTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Agent: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { r.stop() })
-	return r
+	return Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Logger: log, AttachTimeout: 10 * time.Second}
 }
 
 func (r *running) stop() error {
