@@ -30,6 +30,8 @@
 //   - the CNI configuration's write: it goes through the Effects and the
 //     Disk, but waits for the socket to serve, which never happens here.
 //
+// To play schedules, or replay one with a trace of every step:
+//
 //	go test ./agent/simulation -run TestSimulation -seeds 10000
 //	go test ./agent/simulation -run TestSimulation -seed 1234 -v   # replay one
 package simulation
