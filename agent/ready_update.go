@@ -77,6 +77,17 @@ func (pt *ownerLoop) installConf(ctx context.Context) {
 		a.confState.Store(confNone)
 		return
 	}
+	// After a switch-over aws-node's configuration would still win: the
+	// runtime takes the first file by name.
+	moved, err := cniconf.Supersede(a.cfg.CNIConfDir, a.cfg.CNIConfName)
+	for _, m := range moved {
+		a.log.Warn("moved the Amazon VPC CNI's CNI configuration aside: it sorts before vpcnet's, so the runtime would have sent new pods to aws-node", "path", m, "now", m+cniconf.SupersededSuffix)
+	}
+	if err != nil {
+		a.log.Error("could not move the Amazon VPC CNI's CNI configuration aside; new pods go to aws-node's plugin until it is removed; trying again at the next change", "err", err)
+		a.confState.Store(confNone)
+		return
+	}
 	a.confState.Store(confWritten)
 	a.log.Info("ready: CNI configuration written", "path", a.cfg.CNIConfPath())
 	a.kube.SetReady(true)
