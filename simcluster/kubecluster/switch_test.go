@@ -104,18 +104,6 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 	for _, r := range before {
 		byNode[r.Node] = append(byNode[r.Node], r.IP)
 	}
-	enisBefore := map[string][]string{}
-	for id := range c.NodeNames {
-		ifs, err := c.Sim.Cloud.Interfaces(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ifs {
-			enisBefore[id] = append(enisBefore[id], e.ID)
-		}
-		slices.Sort(enisBefore[id])
-	}
-
 	// The connection that must keep flowing: node1 to a pod on node2,
 	// held for the whole switch.
 	n1, n2 := nodes[0], nodes[1]
@@ -134,6 +122,36 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, c.diagnose())
+	}
+
+	// aws-node at its warm target first (WARM_ENI_TARGET=1, its manifest's:
+	// a whole ENI's worth of free addresses, 9 on an m5.large), so what
+	// the switch does to the ENIs is the switch's, not a pool still
+	// growing. vpcnet keeps the same target.
+	for id, name := range c.NodeNames {
+		if err := poll(ctx, "aws-node at its warm target on "+id, func() error {
+			free, err := freeSecondaries(ctx, c, id, name)
+			if err != nil {
+				return err
+			}
+			if free < 9 {
+				return fmt.Errorf("%d free secondary addresses", free)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enisBefore := map[string][]string{}
+	for id := range c.NodeNames {
+		ifs, err := c.Sim.Cloud.Interfaces(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ifs {
+			enisBefore[id] = append(enisBefore[id], e.ID)
+		}
+		slices.Sort(enisBefore[id])
 	}
 
 	// The switch: aws-node's DaemonSet goes (its pods with it), vpcnet's
@@ -292,4 +310,29 @@ func agentPods(ctx context.Context, n *simcluster.Node) (map[string]string, erro
 		out[h.Address] = h.Pod
 	}
 	return out, nil
+}
+
+// freeSecondaries is how many secondary addresses of an instance's ENIs
+// (EC2's view) no pod on its node has.
+func freeSecondaries(ctx context.Context, c *Cluster, id, node string) (int, error) {
+	ifs, err := c.Sim.Cloud.Interfaces(id)
+	if err != nil {
+		return 0, err
+	}
+	held := map[string]bool{}
+	for _, e := range ifs {
+		for _, a := range e.Addresses[1:] {
+			held[a.String()] = true
+		}
+	}
+	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range pods.Items {
+		if !p.Spec.HostNetwork && held[p.Status.PodIP] {
+			delete(held, p.Status.PodIP)
+		}
+	}
+	return len(held), nil
 }
