@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
@@ -133,4 +134,35 @@ func waitView(t *testing.T, a *running, what string, cond func(nodestate.View) b
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// Issue 24: the ENIs the agent creates carry the primary ENI's
+// connection-tracking idle timeouts, as aws-node's do (v1.23), and none
+// when the primary ENI has none.
+func TestNewENIsCarryThePrimaryENIsConnectionTrackingTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		primary string // the instance's connectionTracking, in the topology
+		want    cloud.ConnTrack
+	}{
+		{"", cloud.ConnTrack{}},
+		{", connectionTracking: {tcpEstablishedTimeout: 3600, udpTimeout: 45}", cloud.ConnTrack{TCPEstablished: 3600, UDP: 45}},
+	} {
+		w := newWorldOf(t, strings.Replace(topology, "{id: i-node1, type: m5.large, subnet: subnet-a}",
+			"{id: i-node1, type: m5.large, subnet: subnet-a"+tc.primary+"}", 1))
+		a := w.node("i-node1", nil).start(t)
+		a.waitReady(t)
+		// The first pod makes the pool one ENI short.
+		if _, err := a.Add(context.Background(), key(1), pod(1)); err != nil {
+			t.Fatal(err)
+		}
+		a.settle(t, func(st ipam.Stats) bool { return len(st.ENIs) == 2 })
+		enis := attached(t, a, "i-node1")
+		if len(enis) != 2 || enis[0].ConnTrack != tc.want {
+			t.Fatalf("primary ENI %+v, want timeouts %+v", enis, tc.want)
+		}
+		if got := enis[1].ConnTrack; got != tc.want {
+			t.Errorf("primary %q: new ENI %s has timeouts %+v, want the primary's %+v", tc.primary, enis[1].ID, got, tc.want)
+		}
+		a.stop()
+	}
 }
