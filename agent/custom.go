@@ -35,10 +35,12 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		var last nodestate.ENIConfigUpdate
 		var lastMaxPods introspect.MaxPods
 		var lastBound []ipam.Pod
+		var lastCordon bool
 		first := true
 		for {
 			a.bridge.noteKube()
 			lastMaxPods = a.bridge.noteMaxPods(ctx, lastMaxPods)
+			lastCordon = a.bridge.noteCordon(ctx, lastCordon)
 			lastBound = a.bridge.noteScheduled(ctx, lastBound)
 			if a.cfg.CustomNetwork {
 				up := a.bridge.evalENIConfig(ctx, checks)

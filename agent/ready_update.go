@@ -71,7 +71,10 @@ const (
 
 func (pt *ownerLoop) installConf(ctx context.Context) {
 	a := pt.a
-	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true}
+	// Bandwidth is chained as aws-node chains it (ENABLE_BANDWIDTH_PLUGIN):
+	// after the plugin that wires the pod, taking the runtime's
+	// bandwidth capability from the pod's annotations.
+	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin}
 	if err := cniconf.Install(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
 		a.confState.Store(confNone)

@@ -41,7 +41,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.bridge.startKube(ctx, &wg)
 	a.starter.runPreflight(ctx, &wg)
 	x := &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: a.info().self.InstanceID, Self: a.info().self,
-		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork}
+		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork,
+		ClusterName: a.cfg.ClusterName}
 	var n *nodestate.Node
 	if err := a.starter.step("load the checkpoint", func() error {
 		var err error
