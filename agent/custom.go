@@ -34,10 +34,12 @@ func (a *Agent) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		var last nodestate.ENIConfigUpdate
 		var lastMaxPods introspect.MaxPods
 		var lastBound []ipam.Pod
+		var lastCordon bool
 		first := true
 		for {
 			a.noteKube()
 			lastMaxPods = a.noteMaxPods(ctx, lastMaxPods)
+			lastCordon = a.noteCordon(ctx, lastCordon)
 			lastBound = a.noteScheduled(ctx, lastBound)
 			if a.cfg.CustomNetwork {
 				up := a.evalENIConfig(ctx, checks)

@@ -68,9 +68,23 @@ const (
 )
 
 func (a *Agent) installConf(tell func(nodestate.Event) bool) {
-	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true}
+	// Bandwidth is chained as aws-node chains it (ENABLE_BANDWIDTH_PLUGIN):
+	// after the plugin that wires the pod, taking the runtime's
+	// bandwidth capability from the pod's annotations.
+	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin}
 	if err := a.disk.InstallConf(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
+		a.confState.Store(confNone)
+		return
+	}
+	// After a switch-over aws-node's configuration would still win: the
+	// runtime takes the first file by name.
+	moved, err := cniconf.Supersede(a.cfg.CNIConfDir, a.cfg.CNIConfName)
+	for _, m := range moved {
+		a.log.Warn("moved the Amazon VPC CNI's CNI configuration aside: it sorts before vpcnet's, so the runtime would have sent new pods to aws-node", "path", m, "now", m+cniconf.SupersededSuffix)
+	}
+	if err != nil {
+		a.log.Error("could not move the Amazon VPC CNI's CNI configuration aside; new pods go to aws-node's plugin until it is removed; trying again at the next change", "err", err)
 		a.confState.Store(confNone)
 		return
 	}

@@ -19,6 +19,13 @@ import (
 func (a *Agent) Run(ctx context.Context) error {
 	start := a.now()
 	var wg sync.WaitGroup
+	served := false
+	// Last, once every goroutine (the checkpoint store among them) is done.
+	defer func() {
+		if served {
+			a.handBack()
+		}
+	}()
 	defer a.confWG.Wait()
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -76,6 +83,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.send(ctx, nodestate.Tick{}) // publish readiness with the socket up
 	a.met.startup.Set(a.now().Sub(start).Seconds())
 
+	served = true
 	<-ctx.Done()
 	a.ready.set(CondSocket, false, "shutting down")
 	a.stopServer(srv)

@@ -42,7 +42,8 @@ func (a *Agent) learn(ctx context.Context) error {
 func (a *Agent) boot(ctx context.Context) error {
 	self := a.info().self
 	a.x = &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: self.InstanceID, Self: self,
-		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork}
+		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork,
+		ClusterName: a.cfg.ClusterName}
 	if err := a.startStep("load the checkpoint", func() error {
 		var err error
 		a.node, err = a.bootNode(ctx)

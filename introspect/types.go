@@ -255,6 +255,10 @@ type KubeState struct {
 	// MaxPods is the kubelet's max pods, the Node's status.capacity.pods;
 	// 0 until the Node is found or while the kubelet has not said.
 	MaxPods int `json:"maxPods,omitempty"`
+	// Cordoned says the Node carries the taint
+	// node.kubernetes.io/unschedulable:NoSchedule, which cordoning adds
+	// (the Amazon VPC CNI's test for a non-schedulable node).
+	Cordoned bool `json:"cordoned,omitempty"`
 	// StartupTaint says what became of VPCNET_STARTUP_TAINT; TaintRemoved
 	// is true once it is off the Node, or when there is none to remove.
 	StartupTaint string         `json:"startupTaint"`

@@ -28,9 +28,20 @@ var ENIConfigResource = schema.GroupVersionResource{Group: "crd.k8s.amazonaws.co
 // the label uses, as in the Amazon VPC CNI.
 const DefaultENIConfig = "default"
 
+// ExternalENIConfigLabel names the node's ENIConfig from outside the
+// cluster (the kubelet's --node-labels, a node bootstrap script): in the
+// Amazon VPC CNI it is the source of truth, above the annotation and
+// label its settings name (pkg/eniconfig, GetNodeSpecificENIConfigName).
+const ExternalENIConfigLabel = "vpc.amazonaws.com/externalEniConfig"
+
 // eniConfigName is the ENIConfig a Node asks for and where the name came
-// from: the annotation beats the label.
+// from: the external label beats the annotation, which beats the label.
+// An empty value counts as absent, for all three: no ENIConfig has an
+// empty name (aws-node would look one up and find none).
 func eniConfigName(n *corev1.Node, annotation, label string) (name, from string) {
+	if v := n.Labels[ExternalENIConfigLabel]; v != "" {
+		return v, "label " + ExternalENIConfigLabel
+	}
 	if v := n.Annotations[annotation]; v != "" {
 		return v, "annotation " + annotation
 	}

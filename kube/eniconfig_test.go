@@ -47,6 +47,14 @@ func TestTheNodesENIConfigIsChosenAsTheAmazonVPCCNIChoosesIt(t *testing.T) {
 			wantName: "pods-big", wantFrom: "annotation " + eniAnno, wantSubnet: "subnet-big", wantGroups: []string{"sg-big1", "sg-big2"},
 		},
 		{
+			// Issue 24: aws-node's out-of-band label is the source of
+			// truth, above the annotation and the label.
+			name: "the externalEniConfig label beats the annotation and the label",
+			node: newNode("n", ourProviderID, labeled(zoneLabel, "us-west-2a"), annotated(eniAnno, "pods-big"),
+				labeled("vpc.amazonaws.com/externalEniConfig", "default")),
+			wantName: "default", wantFrom: "label vpc.amazonaws.com/externalEniConfig", wantSubnet: "subnet-default",
+		},
+		{
 			name:     "the zone label names it by default",
 			node:     newNode("n", ourProviderID, labeled(zoneLabel, "us-west-2a")),
 			wantName: "us-west-2a", wantFrom: "label " + zoneLabel, wantSubnet: "subnet-zone", wantGroups: []string{"sg-zone"},

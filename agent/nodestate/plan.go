@@ -242,15 +242,19 @@ func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action
 }
 
 // filter drops what may not happen now: ENI changes while the ENIConfig
-// is unusable, growth while EC2's refusal is backed off, anything but
-// attaches while attaches are under way, and shrinking while the host's
-// pods are unknown or quarantined addresses exist.
+// is unusable, growth and detaches while the node is cordoned (with
+// AWS_MANAGE_ENIS_NON_SCHEDULABLE=false), growth while EC2's refusal is
+// backed off, anything but attaches while attaches are under way, and
+// shrinking while the host's pods are unknown or quarantined addresses
+// exist.
 func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
 	n := x.n
 	hold := !n.host.ok || len(n.host.quarantined) > 0
 	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
 		switch {
 		case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK && (act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI):
+			return true
+		case n.cloud.cordonHold && (isGrowth(act) || act.Kind == ipam.DetachENI):
 			return true
 		case isGrowth(act) && n.cloud.grow.blocked(now):
 			return true
