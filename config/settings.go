@@ -87,7 +87,7 @@ var settings = []setting{
 		cniNetworkName, func(c *Config) *string { return &c.NetworkName }),
 	stringVar("VPCNET_CNI_CONF_NAME", "10-vpcnet.conflist", "File name of the CNI configuration the agent writes.",
 		cniConfName, func(c *Config) *string { return &c.CNIConfName }),
-	stringVar("VPCNET_AWS_VPC_CNI_CHECKPOINT", "/var/run/aws-node/ipam.json", "The Amazon VPC CNI's checkpoint, read once when the agent has none of its own, so a node switches over with its pods running.",
+	stringVar("VPCNET_AWS_VPC_CNI_CHECKPOINT", "/var/run/aws-node/ipam.json", "The Amazon VPC CNI's checkpoint: read once when the agent has none of its own, so a node switches over with its pods running, and written from the agent's own as it stops, so aws-node can take the node back with them.",
 		absPath, func(c *Config) *string { return &c.AWSCNICheckpoint }),
 	durationVar("VPCNET_ENI_DETACH_HOLD", "5m", "How long the pool must have had no use for an ENI before it is detached: detaching and re-creating one costs five EC2 calls from the account's shared budget, so bursts of pods minutes apart keep their ENIs. Surplus addresses are released without a hold.",
 		0, func(c *Config) *time.Duration { return &c.DetachHold }),
