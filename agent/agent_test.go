@@ -203,8 +203,12 @@ func TestMissingCheckpointWithLivePodsReleasesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The checkpoint is lost (story 2), and the targets now want far
-	// fewer addresses than the node holds.
+	// fewer addresses than the node holds. The Amazon VPC CNI's copy
+	// that the stop handed back goes too, or the start imports it.
 	if err := os.Remove(filepath.Join(n.env["VPCNET_STATE_DIR"], "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(n.env["VPCNET_AWS_VPC_CNI_CHECKPOINT"]); err != nil {
 		t.Fatal(err)
 	}
 	n.env["WARM_IP_TARGET"] = "1"

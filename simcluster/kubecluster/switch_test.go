@@ -85,13 +85,14 @@ func TestSwitchFromAWSNodeAndBackKeepsEveryPod(t *testing.T) {
 	if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, testDeployment("web", replicas), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	var first map[string]podRecord
 	if err := poll(ctx, "6 web pods ready under aws-node", func() error {
-		pods, err := recordPods(ctx, c, "app=web")
-		if err != nil {
+		var err error
+		if first, err = recordPods(ctx, c, "app=web"); err != nil {
 			return err
 		}
 		ready := 0
-		for _, r := range pods {
+		for _, r := range first {
 			if r.IP != "" && len(r.Containers) == 1 && strings.HasPrefix(r.Containers[0], "containerd://") {
 				ready++
 			}
@@ -102,6 +103,25 @@ func TestSwitchFromAWSNodeAndBackKeepsEveryPod(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, c.diagnose())
+	}
+	// The real aws-node at work: each pod has a secondary address of its
+	// node's ENIs, as EC2 records them.
+	for id, name := range c.NodeNames {
+		ifs, err := c.Sim.Cloud.Interfaces(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var secondaries []string
+		for _, e := range ifs {
+			for _, a := range e.Addresses[1:] {
+				secondaries = append(secondaries, a.String())
+			}
+		}
+		for pod, r := range first {
+			if r.Node == name && !slices.Contains(secondaries, r.IP) {
+				t.Errorf("pod %s on %s: %s is not a secondary address of %s's ENIs in EC2 (%v)", pod, name, r.IP, id, secondaries)
+			}
+		}
 	}
 
 	// To vpcnet.
@@ -252,7 +272,7 @@ func switchOver(t *testing.T, ctx context.Context, c *Cluster, to string, run fu
 	n1, n2 := nodes[0], nodes[1]
 	pods := c.Client.CoreV1().Pods("default")
 	stream := "stream-to-" + to
-	if _, err := pods.Create(ctx, streamPod(stream, n1, "http://"+byNode[n2][0]+":8080/stream", 150), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, streamPod(stream, n1, "http://"+byNode[n2][0]+":8080/stream", 100), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := poll(ctx, stream+" connected", func() error {
