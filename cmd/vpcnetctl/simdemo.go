@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -115,7 +114,7 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 
 	for _, node := range c.Nodes {
-		summary, err := doctorNode(ctx, opts.BinDir, node)
+		summary, err := doctorNode(ctx, node)
 		if err != nil {
 			return err
 		}
@@ -146,18 +145,20 @@ func createPods(ctx context.Context, c *simcluster.Cluster, count int) ([]*simcl
 }
 
 // doctorNode runs `vpcnetctl doctor` inside a node's namespace, as an
-// operator on that node would (the Kubernetes API is skipped: the local
-// cloud's agents run without one), and fails when it finds an error.
-func doctorNode(ctx context.Context, binDir string, n *simcluster.Node) (string, error) {
+// operator on that node would, and fails when it finds an error. Doctor
+// learns where the node's agent keeps its files and endpoints from the
+// agent; it is given only the credentials the instance's role would give
+// it (the instance ID as access key: the local cloud applies that
+// instance's role), and no kubelet log, as the machine's own is not the
+// node's. The Kubernetes API is not read: there are no credentials for it,
+// as the local cloud's agents run without one.
+func doctorNode(ctx context.Context, n *simcluster.Node) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("doctor %s: %w", n.ID, err)
 	}
-	cmd := exec.CommandContext(ctx, self, "doctor", "-o", "json", "--timeout", "45s", "--skip", "kubernetes",
-		"--state-dir", filepath.Join(n.Dir, "lib"), "--cni-conf-dir", n.ConfDir(), "--cni-bin-dir", binDir,
-		"--ec2-endpoint", "http://"+fabric.EC2Address, "--aws-node-checkpoint", filepath.Join(n.Dir, "aws-node", "ipam.json"),
-		"--kubelet-log", "")
-	cmd.Env = []string{"AWS_ACCESS_KEY_ID=sim", "AWS_SECRET_ACCESS_KEY=sim", "HOME=/nonexistent"}
+	cmd := exec.CommandContext(ctx, self, "doctor", "-o", "json", "--timeout", "45s", "--kubelet-log", "")
+	cmd.Env = []string{"AWS_ACCESS_KEY_ID=" + n.ID, "AWS_SECRET_ACCESS_KEY=sim", "HOME=/nonexistent"}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := fabric.Do(n.NetNS, cmd.Start); err != nil {
