@@ -66,6 +66,7 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			return err
 		}
 		defer func() {
+			removeStateFiles(opts.StateDir) // the pods' records; the logs stay
 			if err == nil {
 				fmt.Fprintf(stdout, "the agents' logs and checkpoints stay in %s (%s)\n", opts.StateDir, filepath.Join(opts.StateDir, "NODE", "vpcnetd.log"))
 			}
