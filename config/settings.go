@@ -83,6 +83,8 @@ var settings = []setting{
 		absPath, func(c *Config) *string { return &c.StateDir }),
 	stringVar("VPCNET_CNI_CONF_DIR", "/etc/cni/net.d", "Directory where the agent writes the CNI configuration once it can serve.",
 		absPath, func(c *Config) *string { return &c.CNIConfDir }),
+	stringVar("VPCNET_CNI_BIN_DIR", "/opt/cni/bin", "Directory the container runtime runs CNI plugins from (containerd's bin_dir), where vpcnet-install puts vpcnet and portmap. The agent does not read it and it moves nothing (vpcnet-install -to does): the agent reports it on /v1/config so that vpcnetctl doctor and bundle look for the plugins where the runtime does.",
+		absPath, func(c *Config) *string { return &c.CNIBinDir }),
 	stringVar("VPCNET_NETWORK_NAME", "aws-cni", "CNI network name in the configuration the agent writes; part of every attachment's identity. The Amazon VPC CNI's name by default, so pods it wired are released normally after a switch-over.",
 		cniNetworkName, func(c *Config) *string { return &c.NetworkName }),
 	stringVar("VPCNET_CNI_CONF_NAME", "10-vpcnet.conflist", "File name of the CNI configuration the agent writes.",
