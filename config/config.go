@@ -101,9 +101,12 @@ type Config struct {
 	Socket               string
 
 	// Files.
-	StateDir         string
-	CNIConfDir       string
-	CNIConfName      string
+	StateDir    string
+	CNIConfDir  string
+	CNIConfName string
+	// CNIBinDir is where the runtime finds the plugins; only reported,
+	// for doctor and the support bundle.
+	CNIBinDir        string
 	NetworkName      string
 	AWSCNICheckpoint string
 

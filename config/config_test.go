@@ -49,6 +49,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		StateDir:            "/var/lib/vpcnet",
 		CNIConfDir:          "/etc/cni/net.d",
 		CNIConfName:         "10-vpcnet.conflist",
+		CNIBinDir:           "/opt/cni/bin",
 		NetworkName:         "aws-cni",
 		AWSCNICheckpoint:    "/var/run/aws-node/ipam.json",
 		EC2CallTimeout:      10 * time.Second,

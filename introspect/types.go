@@ -102,7 +102,8 @@ type Status struct {
 	// any address cools (DESIGN.md story 8).
 	NextFree *time.Time `json:"nextFree,omitempty"`
 	// Planned is what the planner would change now, with its reasons:
-	// empty means the pool is at the target the settings ask for.
+	// empty means the pool is at the target the settings ask for, or,
+	// with a Shortfall, that a limit stops it growing there.
 	Planned []string `json:"planned"`
 	// GrowthHeldUntil is set while growth waits after EC2 refused it.
 	GrowthHeldUntil *time.Time `json:"growthHeldUntil,omitempty"`

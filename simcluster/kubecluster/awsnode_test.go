@@ -1,9 +1,7 @@
 package kubecluster
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vpcnet/vpcnet/internal/kubetest"
@@ -131,95 +126,5 @@ func TestLocalAWSNodeManifestChangesOnlyImagesEnvAndThePolicyAgent(t *testing.T)
 		if !reflect.DeepEqual(ac, bc) {
 			t.Errorf("aws-node container changed beyond image and env:\n got %v\nwant %v", ac, bc)
 		}
-	}
-}
-
-// TestAWSNodeGivesADeploymentVPCAddresses: the real Amazon VPC CNI,
-// built from the module proxy and installed from its own manifest, runs
-// on the real kubelets of the local cloud: the nodes turn Ready, a
-// Deployment's pods get secondary addresses of their node's ENIs as EC2
-// records them, and reach each other across nodes. This is where a
-// switch-over starts.
-func TestAWSNodeGivesADeploymentVPCAddresses(t *testing.T) {
-	dir := os.Getenv(envAWSNode)
-	if dir == "" && os.Getenv(envKubeBin) != "" {
-		t.Fatal(envAWSNode + " is not set: run the cluster tests with `make cluster-test`, which builds aws-node (make aws-node-bins)")
-	}
-	c := startCluster(t, func(o *Options) {
-		o.SkipVpcnet = true
-		o.AWSNode = &AWSNode{Dir: dir}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	if err := c.InstallAWSNode(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nodes := c.names("i-node1", "i-node2")
-	if err := c.WaitNodesReady(ctx, nodes...); err != nil {
-		t.Fatalf("%v\n%s", err, c.diagnose())
-	}
-	if err := c.WaitAddonsReady(ctx); err != nil {
-		t.Fatalf("%v\n%s", err, c.diagnose())
-	}
-	const replicas = 6
-	if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, testDeployment("web", replicas), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var pods []corev1.Pod
-	if err := poll(ctx, "6 web pods ready", func() error {
-		list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil {
-			return err
-		}
-		ready := 0
-		for _, p := range list.Items {
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		if ready != replicas {
-			return fmt.Errorf("%d of %d ready", ready, replicas)
-		}
-		pods = list.Items
-		return nil
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, c.diagnose())
-	}
-	byNode := map[string][]string{}
-	for _, p := range pods {
-		if !inSubnet(p.Status.PodIP) {
-			t.Errorf("pod %s: address %q is not in the VPC subnet", p.Name, p.Status.PodIP)
-		}
-		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p.Status.PodIP)
-	}
-	for id, name := range c.NodeNames {
-		ifs, err := c.Sim.Cloud.Interfaces(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var eniAddrs []string
-		for _, e := range ifs {
-			for _, a := range e.Addresses[1:] {
-				eniAddrs = append(eniAddrs, a.String())
-			}
-		}
-		if len(byNode[name]) == 0 {
-			t.Fatalf("no web pod on %s: %v", name, byNode)
-		}
-		for _, ip := range byNode[name] {
-			if !slices.Contains(eniAddrs, ip) {
-				t.Errorf("pod address %s on %s is not a secondary address of %s's ENIs in EC2 (%v)", ip, name, id, eniAddrs)
-			}
-		}
-	}
-	t.Logf("aws-node's pods by node: %v", byNode)
-	n1, n2 := nodes[0], nodes[1]
-	if err := runClient(ctx, c, clientPod("from-node1", n1, "http://"+byNode[n2][0]+":8080/")); err != nil {
-		t.Errorf("node1 pod to node2 pod: %v", err)
-	}
-	if err := runClient(ctx, c, clientPod("from-node2", n2, "http://"+byNode[n1][0]+":8080/")); err != nil {
-		t.Errorf("node2 pod to node1 pod: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vpcnet/vpcnet/introspect"
@@ -47,16 +48,19 @@ func streamPod(name, node, url string, seconds int) *corev1.Pod {
 	return p
 }
 
-// TestSwitchFromAWSNodeKeepsEveryPod is the switch-over as an operator
-// runs it, from the real Amazon VPC CNI: with aws-node's pods serving
-// and one TCP connection streaming between pods on different nodes,
-// aws-node's DaemonSet is deleted and vpcnet's installed. Then no pod is
-// restarted or re-created and each keeps its address, the connection
-// never went quiet for more than a second, no ENI was created or
-// detached for the switch, vpcnet knows every pod aws-node wired, a new
-// pod reaches an old one across nodes, and deleting a pod aws-node wired
-// gives its address back to vpcnet's pool.
-func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
+// TestSwitchFromAWSNodeAndBackKeepsEveryPod is the switch-over as an
+// operator runs it, from the real Amazon VPC CNI and back: with pods
+// serving and one TCP connection streaming between pods on different
+// nodes, aws-node's DaemonSet is deleted and vpcnet's installed; later
+// the same the other way. After each switch no pod is restarted or
+// re-created and each keeps its address, the connection never went
+// quiet for more than a second, no ENI was created or detached for it,
+// the new CNI knows every pod the old one wired, and a pod it wires
+// reaches an old one across nodes. After the switch to vpcnet, deleting a
+// pod aws-node wired gives its address back to vpcnet's pool; after the
+// switch back, aws-node restores from the checkpoint vpcnet left it and
+// releases a pod vpcnet wired.
+func TestSwitchFromAWSNodeAndBackKeepsEveryPod(t *testing.T) {
 	dir := os.Getenv(envAWSNode)
 	if dir == "" && os.Getenv(envKubeBin) != "" {
 		t.Fatal(envAWSNode + " is not set: run the cluster tests with `make cluster-test`, which builds aws-node (make aws-node-bins)")
@@ -65,7 +69,7 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 		o.SkipVpcnet = true
 		o.AWSNode = &AWSNode{Dir: dir}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if err := c.InstallAWSNode(ctx); err != nil {
 		t.Fatal(err)
@@ -81,14 +85,14 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 	if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, testDeployment("web", replicas), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var before map[string]podRecord
+	var first map[string]podRecord
 	if err := poll(ctx, "6 web pods ready under aws-node", func() error {
 		var err error
-		if before, err = recordPods(ctx, c, "app=web"); err != nil {
+		if first, err = recordPods(ctx, c, "app=web"); err != nil {
 			return err
 		}
 		ready := 0
-		for _, r := range before {
+		for _, r := range first {
 			if r.IP != "" && len(r.Containers) == 1 && strings.HasPrefix(r.Containers[0], "containerd://") {
 				ready++
 			}
@@ -100,19 +104,179 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, c.diagnose())
 	}
+	// The real aws-node at work: each pod has a secondary address of its
+	// node's ENIs, as EC2 records them.
+	for id, name := range c.NodeNames {
+		ifs, err := c.Sim.Cloud.Interfaces(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var secondaries []string
+		for _, e := range ifs {
+			for _, a := range e.Addresses[1:] {
+				secondaries = append(secondaries, a.String())
+			}
+		}
+		for pod, r := range first {
+			if r.Node == name && !slices.Contains(secondaries, r.IP) {
+				t.Errorf("pod %s on %s: %s is not a secondary address of %s's ENIs in EC2 (%v)", pod, name, r.IP, id, secondaries)
+			}
+		}
+	}
+
+	// To vpcnet.
+	victim := switchOver(t, ctx, c, "vpcnet", func() error {
+		bg := metav1.DeletePropagationBackground
+		if err := c.Client.AppsV1().DaemonSets("kube-system").Delete(ctx, "aws-node", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			return err
+		}
+		if err := waitGone(ctx, c, "k8s-app=aws-node"); err != nil {
+			return err
+		}
+		if err := c.InstallVpcnet(ctx); err != nil {
+			return err
+		}
+		for _, n := range c.Sim.Nodes {
+			if err := poll(ctx, "vpcnet serving on "+n.ID, func() error {
+				st, err := agentStatus(ctx, n)
+				if err != nil {
+					return err
+				}
+				if !st.Ready {
+					return fmt.Errorf("not ready: %+v", st.Conditions)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(before map[string]podRecord) error {
+		// vpcnet holds every address aws-node gave a live pod, for that pod.
+		for _, n := range c.Sim.Nodes {
+			held, err := agentPods(ctx, n)
+			if err != nil {
+				return err
+			}
+			for name, r := range before {
+				if r.Node == c.NodeNames[n.ID] && held[r.IP] != "default/"+name {
+					return fmt.Errorf("%s: vpcnet holds %s for %q, aws-node gave it to default/%s", n.ID, r.IP, held[r.IP], name)
+				}
+			}
+		}
+		return nil
+	})
+	// A pod aws-node wired, deleted now: vpcnet's plugin takes it down
+	// and its address comes back.
+	node := nodeOf(c, victim.Node)
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, "the deleted pod's address given back by vpcnet", func() error {
+		held, err := agentPods(ctx, node)
+		if err != nil {
+			return err
+		}
+		if held[victim.IP] == "default/"+victim.Name {
+			return fmt.Errorf("%s still held for %s", victim.IP, victim.Name)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%v\n%s", err, c.diagnose())
+	}
+	// The Deployment's replacement, wired by vpcnet, must be ready before
+	// the switch back records the pods.
+	if err := poll(ctx, "6 web pods ready under vpcnet", func() error {
+		pods, err := recordPods(ctx, c, "app=web")
+		if err != nil {
+			return err
+		}
+		if len(pods) != replicas {
+			return fmt.Errorf("%d pods", len(pods))
+		}
+		for name, r := range pods {
+			if r.IP == "" || len(r.Containers) != 1 {
+				return fmt.Errorf("%s not running", name)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, c.diagnose())
+	}
+
+	// And back to aws-node: vpcnet's agents leave it their checkpoint as
+	// they stop.
+	victim = switchOver(t, ctx, c, "aws-node", func() error {
+		bg := metav1.DeletePropagationBackground
+		if err := c.Client.AppsV1().DaemonSets("kube-system").Delete(ctx, "vpcnet", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			return err
+		}
+		if err := waitGone(ctx, c, "app.kubernetes.io/name=vpcnet"); err != nil {
+			return err
+		}
+		if err := c.InstallAWSNode(ctx); err != nil {
+			return err
+		}
+		return poll(ctx, "aws-node ready on every node", func() error {
+			ds, err := c.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "aws-node", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if ds.Status.NumberReady != int32(len(c.NodeNames)) {
+				return fmt.Errorf("%d of %d ready", ds.Status.NumberReady, len(c.NodeNames))
+			}
+			return nil
+		})
+	}, func(before map[string]podRecord) error {
+		// aws-node holds every address vpcnet gave a live pod, for that
+		// pod: it restored them from the checkpoint vpcnet left.
+		for _, n := range c.Sim.Nodes {
+			held, err := awsNodePods(ctx, n)
+			if err != nil {
+				return err
+			}
+			for name, r := range before {
+				if r.Node == c.NodeNames[n.ID] && held[r.IP] != "default/"+name {
+					return fmt.Errorf("%s: aws-node holds %s for %q, vpcnet gave it to default/%s", n.ID, r.IP, held[r.IP], name)
+				}
+			}
+		}
+		return nil
+	})
+	// A pod vpcnet wired, deleted under aws-node: aws-node restored it
+	// from the checkpoint vpcnet left, so its plugin's DEL releases it and
+	// the pod's sandbox goes away cleanly.
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitPodGone(ctx, c, victim.Name); err != nil {
+		t.Errorf("%v\n%s", err, c.diagnose())
+	}
+}
+
+// switchOver runs one switch to the CNI named to, with a connection
+// streaming across it, and checks what must not change. check adds the
+// new CNI's own view of the pods. It returns the pod (the old CNI's) to
+// delete next, on the first node.
+func switchOver(t *testing.T, ctx context.Context, c *Cluster, to string, run func() error, check func(map[string]podRecord) error) namedPod {
+	t.Helper()
+	before, err := recordPods(ctx, c, "app=web")
+	if err != nil {
+		t.Fatal(err)
+	}
 	byNode := map[string][]string{}
 	for _, r := range before {
 		byNode[r.Node] = append(byNode[r.Node], r.IP)
 	}
-	// The connection that must keep flowing: node1 to a pod on node2,
-	// held for the whole switch.
+	nodes := c.names("i-node1", "i-node2")
 	n1, n2 := nodes[0], nodes[1]
 	pods := c.Client.CoreV1().Pods("default")
-	if _, err := pods.Create(ctx, streamPod("stream", n1, "http://"+byNode[n2][0]+":8080/stream", 240), metav1.CreateOptions{}); err != nil {
+	stream := "stream-to-" + to
+	if _, err := pods.Create(ctx, streamPod(stream, n1, "http://"+byNode[n2][0]+":8080/stream", 100), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, "the stream connected", func() error {
-		logs, err := pods.GetLogs("stream", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err := poll(ctx, stream+" connected", func() error {
+		logs, err := pods.GetLogs(stream, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			return err
 		}
@@ -123,13 +287,12 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, c.diagnose())
 	}
-
-	// aws-node at its warm target first (WARM_ENI_TARGET=1, its manifest's:
-	// a whole ENI's worth of free addresses, 9 on an m5.large), so what
-	// the switch does to the ENIs is the switch's, not a pool still
-	// growing. vpcnet keeps the same target.
+	// The pool at its warm target first (WARM_ENI_TARGET=1 in both
+	// manifests: a whole ENI's worth of free addresses, 9 on an
+	// m5.large), so what the switch does to the ENIs is the switch's,
+	// not a pool still growing.
 	for id, name := range c.NodeNames {
-		if err := poll(ctx, "aws-node at its warm target on "+id, func() error {
+		if err := poll(ctx, "the pool at its warm target on "+id, func() error {
 			free, err := freeSecondaries(ctx, c, id, name)
 			if err != nil {
 				return err
@@ -142,56 +305,14 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	enisBefore := map[string][]string{}
-	for id := range c.NodeNames {
-		ifs, err := c.Sim.Cloud.Interfaces(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ifs {
-			enisBefore[id] = append(enisBefore[id], e.ID)
-		}
-		slices.Sort(enisBefore[id])
-	}
+	enisBefore := enis(t, c)
 
-	// The switch: aws-node's DaemonSet goes (its pods with it), vpcnet's
-	// comes, as the README's procedure says.
 	start := time.Now()
-	bg := metav1.DeletePropagationBackground
-	if err := c.Client.AppsV1().DaemonSets("kube-system").Delete(ctx, "aws-node", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, "aws-node's pods gone", func() error {
-		list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=aws-node"})
-		if err != nil {
-			return err
-		}
-		if len(list.Items) > 0 {
-			return fmt.Errorf("%d left", len(list.Items))
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.InstallVpcnet(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range c.Sim.Nodes {
-		if err := poll(ctx, "vpcnet serving on "+n.ID, func() error {
-			st, err := agentStatus(ctx, n)
-			if err != nil {
-				return err
-			}
-			if !st.Ready {
-				return fmt.Errorf("not ready: %+v", st)
-			}
-			return nil
-		}); err != nil {
-			t.Fatalf("%v\n%s", err, c.diagnose())
-		}
+	if err := run(); err != nil {
+		t.Fatalf("switch to %s: %v\n%s", to, err, c.diagnose())
 	}
 	serving := time.Now()
-	t.Logf("vpcnet serving on both nodes %s after aws-node's DaemonSet was deleted", serving.Sub(start).Round(time.Second))
+	t.Logf("%s serving on every node %s after the switch began", to, serving.Sub(start).Round(time.Second))
 
 	// Every pod as it was: same pod, same containers, same address.
 	after, err := recordPods(ctx, c, "app=web")
@@ -201,45 +322,25 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 	if !maps.EqualFunc(before, after, func(a, b podRecord) bool {
 		return a.UID == b.UID && a.IP == b.IP && a.Node == b.Node && slices.Equal(a.Containers, b.Containers)
 	}) {
-		t.Errorf("pods changed by the switch:\nbefore %v\n after %v", before, after)
+		t.Errorf("pods changed by the switch to %s:\nbefore %v\n after %v", to, before, after)
 	}
 	// No ENI created or detached for it.
-	for id, want := range enisBefore {
-		ifs, err := c.Sim.Cloud.Interfaces(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, e := range ifs {
-			got = append(got, e.ID)
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: ENIs %v after the switch, %v before", id, got, want)
-		}
+	if got := enis(t, c); !maps.EqualFunc(got, enisBefore, slices.Equal) {
+		t.Errorf("ENIs after the switch to %s: %v, before: %v", to, got, enisBefore)
 	}
-	// vpcnet holds every address aws-node gave a live pod, for that pod.
-	for _, n := range c.Sim.Nodes {
-		held, err := agentPods(ctx, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, r := range before {
-			if r.Node == c.NodeNames[n.ID] && held[r.IP] != "default/"+name {
-				t.Errorf("%s: vpcnet holds %s for %q, aws-node gave it to default/%s", n.ID, r.IP, held[r.IP], name)
-			}
-		}
+	if err := check(before); err != nil {
+		t.Error(err)
 	}
-	// A new pod, wired by vpcnet, reaches an old one across nodes.
-	if err := runClient(ctx, c, clientPod("new-to-old", n2, "http://"+byNode[n1][0]+":8080/")); err != nil {
-		t.Errorf("a pod vpcnet wired to a pod aws-node wired: %v", err)
+	// A new pod, wired by the new CNI, reaches an old one across nodes.
+	if err := runClient(ctx, c, clientPod("new-to-old-"+to, n2, "http://"+byNode[n1][0]+":8080/")); err != nil {
+		t.Errorf("a pod %s wired to a pod wired before the switch: %v", to, err)
 	}
 
 	// The stream held through it all.
 	var phase corev1.PodPhase
 	var finished time.Time
-	if err := poll(ctx, "the stream ends", func() error {
-		p, err := pods.Get(ctx, "stream", metav1.GetOptions{})
+	if err := poll(ctx, stream+" ends", func() error {
+		p, err := pods.Get(ctx, stream, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -254,45 +355,82 @@ func TestSwitchFromAWSNodeKeepsEveryPod(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !finished.After(serving) {
-		t.Errorf("the stream ended at %s, before vpcnet served (%s): it did not span the switch", finished, serving)
-	}
-	logs, _ := pods.GetLogs("stream", &corev1.PodLogOptions{}).DoRaw(ctx)
-	t.Logf("the connection across the switch: %s", strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "; "))
+	logs, _ := pods.GetLogs(stream, &corev1.PodLogOptions{}).DoRaw(ctx)
+	t.Logf("the connection across the switch to %s: %s", to, strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "; "))
 	if phase != corev1.PodSucceeded {
-		t.Errorf("the connection across the switch broke: %s", logs)
+		t.Errorf("the connection across the switch to %s broke: %s", to, logs)
 	}
-
-	// A pod aws-node wired, deleted now: vpcnet's plugin takes it down
-	// and its address comes back to the pool.
-	var victim string
+	if !finished.After(serving) {
+		t.Errorf("the stream ended at %s, before %s served (%s): it did not span the switch", finished, to, serving)
+	}
 	for name, r := range before {
 		if r.Node == n1 {
-			victim = name
-			break
+			return namedPod{Name: name, podRecord: r}
 		}
 	}
-	node1 := c.Sim.Nodes[0]
-	for _, n := range c.Sim.Nodes {
-		if c.NodeNames[n.ID] == n1 {
-			node1 = n
+	t.Fatalf("no web pod on %s", n1)
+	return namedPod{}
+}
+
+type namedPod struct {
+	Name string
+	podRecord
+}
+
+// enis is each instance's ENI IDs, sorted, as EC2 has them.
+func enis(t *testing.T, c *Cluster) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for id := range c.NodeNames {
+		ifs, err := c.Sim.Cloud.Interfaces(id)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, e := range ifs {
+			out[id] = append(out[id], e.ID)
+		}
+		slices.Sort(out[id])
 	}
-	if err := c.Client.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, "the deleted pod's address given back by vpcnet", func() error {
-		held, err := agentPods(ctx, node1)
+	return out
+}
+
+// waitGone waits until no kube-system pod matches selector.
+func waitGone(ctx context.Context, c *Cluster, selector string) error {
+	return poll(ctx, "pods "+selector+" gone", func() error {
+		list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return err
 		}
-		if held[before[victim].IP] == "default/"+victim {
-			return fmt.Errorf("%s still held for %s", before[victim].IP, victim)
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%d left", len(list.Items))
 		}
 		return nil
-	}); err != nil {
-		t.Errorf("%v\n%s", err, c.diagnose())
+	})
+}
+
+// waitPodGone waits until the default namespace's pod name is deleted:
+// its sandbox torn down, the CNI's DEL answered.
+func waitPodGone(ctx context.Context, c *Cluster, name string) error {
+	return poll(ctx, "pod "+name+" deleted", func() error {
+		_, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there")
+	})
+}
+
+// nodeOf is the local cloud's node whose Kubernetes name is name.
+func nodeOf(c *Cluster, name string) *simcluster.Node {
+	for _, n := range c.Sim.Nodes {
+		if c.NodeNames[n.ID] == name {
+			return n
+		}
 	}
+	return c.Sim.Nodes[0]
 }
 
 // agentPods is a node's vpcnetd /v1/pods: address to namespace/pod.
@@ -335,4 +473,43 @@ func freeSecondaries(ctx context.Context, c *Cluster, id, node string) (int, err
 		}
 	}
 	return len(held), nil
+}
+
+// awsNodePods is aws-node's view of a node's addresses (ipamd's
+// introspection, /v1/enis on the same port as vpcnetd's): address to
+// namespace/pod, for the addresses it has assigned.
+func awsNodePods(ctx context.Context, n *simcluster.Node) (map[string]string, error) {
+	body, err := n.Get(ctx, "/v1/enis")
+	if err != nil {
+		return nil, err
+	}
+	var cards map[string]struct {
+		ENIs map[string]struct {
+			AvailableIPv4Cidrs map[string]struct {
+				IPAddresses map[string]struct {
+					Address      string
+					IPAMMetadata struct {
+						Namespace string `json:"k8sPodNamespace"`
+						Name      string `json:"k8sPodName"`
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &cards); err != nil {
+		return nil, fmt.Errorf("aws-node's /v1/enis: %w", err)
+	}
+	out := map[string]string{}
+	for _, card := range cards {
+		for _, eni := range card.ENIs {
+			for _, cidr := range eni.AvailableIPv4Cidrs {
+				for _, a := range cidr.IPAddresses {
+					if a.IPAMMetadata.Name != "" {
+						out[a.Address] = a.IPAMMetadata.Namespace + "/" + a.IPAMMetadata.Name
+					}
+				}
+			}
+		}
+	}
+	return out, nil
 }
