@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
+.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
 
 all: build
 
@@ -129,6 +129,15 @@ bench:
 	fi && \
 	apiserver="$$(hack/kube-apiserver.sh)" && \
 	"$$bin/vpcnet-bench" --bin "$$bin" --kube-apiserver "$$apiserver" --command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" --markdown BENCHMARKS.md $$baseline $(BENCH_FLAGS)
+
+# bench-awsnode runs the Amazon VPC CNI and vpcnet side by side on one
+# cluster of real kubelets (issue 24): the same Deployments at the same
+# instant on a node of each, timed to Ready, with each node's EC2 calls and
+# agent memory; it rewrites its section of BENCHMARKS.md. Root; about 15
+# minutes on 2 cores once kube-bins and aws-node-bins are built.
+bench-awsnode: build-image-bins kube-bins aws-node-bins
+	$(GO) run ./cmd/vpcnet-bench --bin $(BIN) --kube-bin $(KUBE_BIN) --aws-node $(AWS_NODE_BIN) \
+		--command "make bench-awsnode" --markdown BENCHMARKS.md $(BENCH_FLAGS) awsnode
 
 # build-sim puts the binaries a node runs, and vpcnetctl, into bin/.
 build-sim:

@@ -223,7 +223,7 @@ func (f *Fabric) newNode(id string, index int) error {
 	if err := f.serve(s.path, IMDSAddress, f.cloud.IMDSHandler(id)); err != nil {
 		return fmt.Errorf("node %s: IMDS: %w", id, err)
 	}
-	if err := f.serve(s.path, EC2Address, f.cloud.EC2Handler()); err != nil {
+	if err := f.serve(s.path, EC2Address, f.cloud.EC2HandlerFor(id)); err != nil {
 		return fmt.Errorf("node %s: EC2 API: %w", id, err)
 	}
 	return nil

@@ -58,6 +58,7 @@ type Cloud struct {
 	roles  map[string]role
 	events *broker
 	tokens *imdsTokens
+	tally  tally
 
 	// mu guards everything below: the model of the region.
 	mu            sync.Mutex

@@ -62,9 +62,13 @@ func lookupAction(name string) actionFunc {
 // Version=2016-11-15) at any path. Requests are not signature-checked:
 // any credentials work. Each request passes the action's token bucket,
 // then its injected fault, then runs.
-func (c *Cloud) EC2Handler() http.Handler { return http.HandlerFunc(c.serveEC2) }
+func (c *Cloud) EC2Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) { c.serveEC2(w, hr, "") })
+}
 
-func (c *Cloud) serveEC2(w http.ResponseWriter, hr *http.Request) {
+// serveEC2 serves one request; from is the instance whose endpoint it came
+// through, if any.
+func (c *Cloud) serveEC2(w http.ResponseWriter, hr *http.Request, from string) {
 	start := time.Now()
 	reqID := c.ids.requestID()
 	action, code := "", ""
@@ -92,6 +96,15 @@ func (c *Cloud) serveEC2(w http.ResponseWriter, hr *http.Request) {
 	if fn == nil {
 		fail(errorf(codeInvalidAction, "The action %s is not valid for this web service.", action))
 		return
+	}
+	caller := callerInstance(hr)
+	if caller == "" {
+		caller = from
+	}
+	if dry, _, _ := (fields{v: hr.Form}).boolOpt("DryRun"); dry {
+		c.tally.add(caller, action+DryRunSuffix)
+	} else {
+		c.tally.add(caller, action)
 	}
 	if !c.throttleNow().allow(action, c.now()) {
 		fail(errorf(codeRequestLimitExceeded, "%s", defaultMessage(codeRequestLimitExceeded)))

@@ -6,7 +6,10 @@
 //	vpcnet-bench --bin ./bin [--markdown BENCHMARKS.md] [scenario...]
 //
 // Scenarios: warm, burst, churn, idle, footprint, micro, concurrent,
-// policy; all by default. policy needs --kube-apiserver.
+// policy; all by default. policy needs --kube-apiserver. awsnode runs only
+// when named (make bench-awsnode): a cluster of real kubelets with the
+// Amazon VPC CNI and vpcnet side by side, needing --kube-bin and
+// --aws-node.
 // It needs root (it makes network namespaces) and removes every namespace
 // and process it made when it ends, also on Ctrl-C.
 package main
@@ -52,23 +55,31 @@ type options struct {
 	// apiserver is kube-apiserver: the cold burst then runs with an API
 	// server the agent watches (kube.go).
 	apiserver string
+	// kubeBin holds the Kubernetes and containerd programs and awsNode
+	// the Amazon VPC CNI's (make kube-bins, make aws-node-bins): the
+	// awsnode scenario's cluster.
+	kubeBin, awsNode string
 }
 
 // scenario is one benchmark; run fills res and returns what stopped it.
 type scenario struct {
 	name string
 	run  func(*bench, context.Context, *Result) error
+	// optIn scenarios run only when named: they need what a plain
+	// `make bench` does not build.
+	optIn bool
 }
 
 var scenarios = []scenario{
-	{"warm", (*bench).warm},
-	{"burst", (*bench).burst},
-	{"churn", (*bench).churn},
-	{"idle", (*bench).idle},
-	{"footprint", (*bench).footprint},
-	{"micro", (*bench).micro},
-	{"concurrent", (*bench).concurrent},
-	{"policy", (*bench).policy},
+	{"warm", (*bench).warm, false},
+	{"burst", (*bench).burst, false},
+	{"churn", (*bench).churn, false},
+	{"idle", (*bench).idle, false},
+	{"footprint", (*bench).footprint, false},
+	{"micro", (*bench).micro, false},
+	{"concurrent", (*bench).concurrent, false},
+	{"policy", (*bench).policy, false},
+	{"awsnode", (*bench).awsnode, true},
 }
 
 func main() {
@@ -88,6 +99,8 @@ func main() {
 	flag.StringVar(&o.baseline, "baseline-bin", "", "directory holding vpcnetd and vpcnet of an older build, compared side by side in the concurrent scenario")
 	flag.StringVar(&o.baselineLabel, "baseline-label", "baseline", "what the concurrent scenario's table calls the --baseline-bin build (e.g. its commit)")
 	flag.StringVar(&o.apiserver, "kube-apiserver", os.Getenv("VPCNET_KUBE_APISERVER"), "kube-apiserver binary (hack/kube-apiserver.sh builds it): the cold burst's pods are then bound to the node in an API server the agent watches, as in a cluster; without it the agent has no API server, and the policy scenario cannot run (default $VPCNET_KUBE_APISERVER)")
+	flag.StringVar(&o.kubeBin, "kube-bin", "", "directory of the Kubernetes and containerd programs (make kube-bins): the awsnode scenario's cluster")
+	flag.StringVar(&o.awsNode, "aws-node", "", "directory of the Amazon VPC CNI's programs and manifest (make aws-node-bins): the awsnode scenario")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory with the agents' and plugin's logs, and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "log progress of the local cloud to standard error")
 	flag.Usage = func() {
@@ -123,11 +136,22 @@ func names() []string {
 	return out
 }
 
+// defaultScenarios are those a run naming none plays.
+func defaultScenarios() []scenario {
+	var out []scenario
+	for _, s := range scenarios {
+		if !s.optIn {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // pick returns the scenarios named in args, in the canonical order; all
 // when args is empty.
 func pick(args []string) ([]scenario, error) {
 	if len(args) == 0 {
-		return scenarios, nil
+		return defaultScenarios(), nil
 	}
 	want := map[string]bool{}
 	for _, a := range args {
@@ -171,6 +195,11 @@ func (o options) check(todo []scenario) error {
 	for _, s := range todo {
 		if s.name == "policy" && o.apiserver == "" {
 			return errors.New("the policy scenario needs an API server: pass --kube-apiserver PATH (hack/kube-apiserver.sh builds it), or name the other scenarios")
+		}
+		if s.name == "awsnode" {
+			if err := o.checkAWSNode(); err != nil {
+				return err
+			}
 		}
 		if s.name != "warm" {
 			continue

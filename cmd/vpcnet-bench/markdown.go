@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -42,7 +43,7 @@ func renderSections(doc []byte, rec *Record) ([]byte, error) {
 	for _, r := range rec.Results {
 		sections[r.Scenario] = scenarioSection(r, rec)
 	}
-	if len(rec.Results) == len(scenarios) {
+	if coversDefault(rec) {
 		sections["run"] = runSection(rec)
 		sections["goals"] = goalsSection(rec)
 	}
@@ -58,6 +59,16 @@ func renderSections(doc []byte, rec *Record) ([]byte, error) {
 			strings.Join(missing, ", "), beginMarker(missing[0]), endMarker(missing[0]))
 	}
 	return doc, nil
+}
+
+// coversDefault says whether rec has every scenario a plain run plays.
+func coversDefault(rec *Record) bool {
+	for _, s := range defaultScenarios() {
+		if !slices.ContainsFunc(rec.Results, func(r *Result) bool { return r.Scenario == s.name }) {
+			return false
+		}
+	}
+	return true
 }
 
 // replaceSection swaps the body between name's markers; ok is false when

@@ -44,7 +44,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return invalidConf("field vethPrefix: " + err.Error())
 	}
 	hostVeth := conf.hostVeth(pod)
-	pre := startPrewire(dp, dataplane.PodConfig{NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth}, a.timeout)
+	pre := startPrewire(dp, dataplane.PodConfig{NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth}, kernelTimeout)
 	defer pre.cancel()
 
 	ctx, cancel := a.context()
@@ -91,7 +91,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	dctx, dcancel := a.context()
+	dctx, dcancel := context.WithTimeout(context.Background(), kernelTimeout)
 	defer dcancel()
 	// wire runs from the agent's reply to the pod wired, so it includes
 	// any wait for the prewiring still under way: the time ADD spent on

@@ -22,6 +22,17 @@ import (
 const (
 	defaultSocket  = "/run/vpcnet/vpcnetd.sock"
 	defaultTimeout = 30 * time.Second
+	// kernelTimeout bounds the plugin's own work on the node's kernel
+	// (the veth, addresses, routes and rules of a pod). It is not the
+	// agent's timeout: on a node making a hundred sandboxes at once the
+	// kernel serialises every change of its links under one lock, and a
+	// pod's wiring can wait more than 30 s for its turn. Failing then
+	// throws the wiring away and makes the kubelet retry the sandbox
+	// after its backoff, which the Amazon VPC CNI's plugin, with no such
+	// bound, never does (make bench-awsnode saw 20 such failures in 100
+	// pods). The kubelet gives a sandbox 4 minutes (twice its runtime
+	// request timeout) and the runtime stops the plugin when that ends.
+	kernelTimeout = 4 * time.Minute
 	// maxStdin bounds the network configuration. A real one, prevResult
 	// included, is a few kilobytes; GC's list of valid attachments on a
 	// node at its pod limit is tens. Anything near a megabyte is a runtime

@@ -23,8 +23,8 @@ type prewire struct {
 }
 
 // startPrewire starts dataplane.PrewirePod on its own goroutine, which
-// opens its own netlink handles; timeout bounds it as it bounds each agent
-// call.
+// opens its own netlink handles; timeout bounds it (kernelTimeout: the
+// agent's timeout is for the agent).
 func startPrewire(dp *dataplane.Dataplane, cfg dataplane.PodConfig, timeout time.Duration) *prewire {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	p := &prewire{cancel: cancel, done: make(chan struct{})}

@@ -117,7 +117,11 @@ func awsNodeInitRootfs(dir string) (*rootfs, imageConfig, error) {
 
 // InstallAWSNode applies aws-node's own manifest as an operator would,
 // changed only as LocalAWSNodeManifest says.
-func (c *Cluster) InstallAWSNode(ctx context.Context) error {
+func (c *Cluster) InstallAWSNode(ctx context.Context) error { return c.InstallAWSNodeOn(ctx, nil) }
+
+// InstallAWSNodeOn is InstallAWSNode with aws-node's pods kept to the
+// nodes carrying every label of nodeSelector (all nodes when empty).
+func (c *Cluster) InstallAWSNodeOn(ctx context.Context, nodeSelector map[string]string) error {
 	if c.opts.AWSNode == nil {
 		return errors.New("kubecluster: the cluster was started without Options.AWSNode: its images are not on the nodes")
 	}
@@ -130,6 +134,9 @@ func (c *Cluster) InstallAWSNode(ctx context.Context) error {
 		"AWS_ACCESS_KEY_ID=local-cloud", "AWS_SECRET_ACCESS_KEY=local-cloud",
 	})
 	if err != nil {
+		return err
+	}
+	if out, err = selectNodes(out, "aws-node", nodeSelector); err != nil {
 		return err
 	}
 	c.log.Info("installing the Amazon VPC CNI from its own manifest", "image", AWSNodeImage)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +89,10 @@ type NodeOptions struct {
 	// cluster does not trust: its requests are refused and no Node
 	// appears (story 7).
 	UntrustedCredential bool
+	// Labels are registered by the kubelet (--node-labels), as a node
+	// group's launch template sets them; a DaemonSet installed with
+	// InstallVpcnetOn or InstallAWSNodeOn selects nodes by them.
+	Labels map[string]string
 }
 
 // Options describe a cluster.
@@ -289,6 +294,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if opts.StartupTaint != "" {
 			spec.Taints = []string{opts.StartupTaint + ":NoSchedule"}
 		}
+		for _, k := range slices.Sorted(maps.Keys(no.Labels)) {
+			spec.Labels = append(spec.Labels, k+"="+no.Labels[k])
+		}
 		if err := recordCgroup(st.StateDir, spec.Cgroup); err != nil {
 			return nil, err
 		}
@@ -434,7 +442,12 @@ func (c *Cluster) NodeDir(id string) string { return filepath.Join(c.dir, id) }
 // only the image (built here, imported into every node), the local
 // cloud's EC2 endpoint and credentials, plus AgentEnv and the startup
 // taint when set.
-func (c *Cluster) InstallVpcnet(ctx context.Context) error {
+func (c *Cluster) InstallVpcnet(ctx context.Context) error { return c.InstallVpcnetOn(ctx, nil) }
+
+// InstallVpcnetOn is InstallVpcnet with the DaemonSet's pods kept to the
+// nodes carrying every label of nodeSelector (all nodes when empty), as
+// an operator runs two CNIs side by side on node groups of one cluster.
+func (c *Cluster) InstallVpcnetOn(ctx context.Context, nodeSelector map[string]string) error {
 	manifest, err := os.ReadFile(filepath.Join(c.opts.RepoRoot, "deploy", "vpcnet.yaml"))
 	if err != nil {
 		return err
@@ -448,6 +461,9 @@ func (c *Cluster) InstallVpcnet(ctx context.Context) error {
 	}
 	out, err := LocalManifest(manifest, append(env, c.opts.AgentEnv...))
 	if err != nil {
+		return err
+	}
+	if out, err = selectNodes(out, "vpcnet", nodeSelector); err != nil {
 		return err
 	}
 	c.log.Info("installing vpcnet from deploy/vpcnet.yaml", "image", VpcnetImage)
@@ -519,6 +535,52 @@ func localDaemonSet(o *unstructured.Unstructured, env []string) error {
 		}
 	}
 	return nil
+}
+
+// selectNodes adds nodeSelector to the DaemonSet named name in the
+// manifest (one JSON object a line, as LocalManifest writes it).
+func selectNodes(manifest []byte, name string, nodeSelector map[string]string) ([]byte, error) {
+	if len(nodeSelector) == 0 {
+		return manifest, nil
+	}
+	objs, err := kubetest.Decode(manifest)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, o := range objs {
+		if o.GetKind() == "DaemonSet" && o.GetName() == name {
+			sel, _, err := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector")
+			if err != nil {
+				return nil, err
+			}
+			if sel == nil {
+				sel = map[string]string{}
+			}
+			maps.Copy(sel, nodeSelector)
+			if err := unstructured.SetNestedStringMap(o.Object, sel, "spec", "template", "spec", "nodeSelector"); err != nil {
+				return nil, err
+			}
+		}
+		b, err := json.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, b...), '\n')
+	}
+	return out, nil
+}
+
+// NodePIDs lists the processes running on the node instanceID (its
+// kubelet, containerd and every container's), found in the node's own
+// cgroup.
+func (c *Cluster) NodePIDs(instanceID string) ([]int, error) {
+	for _, n := range c.nodes {
+		if n.spec.ID == instanceID {
+			return cgroupPIDs(n.hs, n.spec.Cgroup), nil
+		}
+	}
+	return nil, fmt.Errorf("kubecluster: no node %s runs in this cluster", instanceID)
 }
 
 // Close stops every node (processes by PID from each node's cgroup, its

@@ -88,3 +88,50 @@ func TestLocalManifestChangesOnlyImageAndEnv(t *testing.T) {
 		}
 	}
 }
+
+// Side by side on one cluster, each CNI's DaemonSet keeps to its own
+// nodes; nothing else in the manifest changes, and a selector the
+// manifest already had (kubernetes.io/os) is kept.
+func TestSelectNodesKeepsOnlyTheNamedDaemonSetToItsNodes(t *testing.T) {
+	orig, err := os.ReadFile("../../deploy/vpcnet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := LocalManifest(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := selectNodes(local, "vpcnet", map[string]string{"cni.example/group": "vpcnet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := kubetest.Decode(local)
+	after, err := kubetest.Decode(pinned)
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("%d objects (%v), want %d", len(after), err, len(before))
+	}
+	for i := range before {
+		b, a := before[i], after[i]
+		if b.GetKind() != "DaemonSet" || b.GetName() != "vpcnet" {
+			if !reflect.DeepEqual(a.Object, b.Object) {
+				t.Errorf("%s %s changed", b.GetKind(), b.GetName())
+			}
+			continue
+		}
+		was, _, _ := unstructured.NestedStringMap(b.Object, "spec", "template", "spec", "nodeSelector")
+		sel, _, _ := unstructured.NestedStringMap(a.Object, "spec", "template", "spec", "nodeSelector")
+		if sel["cni.example/group"] != "vpcnet" || len(sel) != len(was)+1 {
+			t.Errorf("nodeSelector %v, want %v plus cni.example/group=vpcnet", sel, was)
+		}
+		for k, v := range was {
+			if sel[k] != v {
+				t.Errorf("nodeSelector lost %s=%s: %v", k, v, sel)
+			}
+		}
+		unstructured.RemoveNestedField(a.Object, "spec", "template", "spec", "nodeSelector")
+		unstructured.RemoveNestedField(b.Object, "spec", "template", "spec", "nodeSelector")
+		if !reflect.DeepEqual(a.Object, b.Object) {
+			t.Errorf("DaemonSet vpcnet changed beyond its nodeSelector")
+		}
+	}
+}

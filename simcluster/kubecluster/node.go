@@ -20,6 +20,7 @@ type nodeSpec struct {
 	Dir          string // the node's own directory; everything it writes is below
 	Cgroup       string // cgroup (relative to each hierarchy) of the whole node
 	Taints       []string
+	Labels       []string // KEY=VALUE, registered by the kubelet
 	Identity     Identity // the kubelet's client certificate
 	CA           []byte
 	// Resolver is the VPC's DNS resolver (the VPC's base address plus
@@ -107,7 +108,7 @@ while [ ! -S /run/containerd/containerd.sock ]; do
 done
 setpriv --pdeathsig KILL {{.Bins.Kubelet}} --config={{.Dir}}/kubelet.yaml --kubeconfig={{.Dir}}/kubelet.kubeconfig \
 	--hostname-override={{.Name}} --node-ip={{.IP}} \
-	{{if .Taints}}--register-with-taints={{.TaintList}} {{end}}--v=2 >>{{.Dir}}/logs/kubelet.log 2>&1 &
+	{{if .Taints}}--register-with-taints={{.TaintList}} {{end}}{{if .Labels}}--node-labels={{.LabelList}} {{end}}--v=2 >>{{.Dir}}/logs/kubelet.log 2>&1 &
 echo $! > {{.Dir}}/kubelet.pid
 wait
 `))
@@ -262,10 +263,11 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 		FileBinds   []bind
 		Sysctls     []sysctlFile
 		TaintList   string
+		LabelList   string
 		PauseImage  string
 		Runc        string
 		ClusterDNS  string
-	}{s, hs, binds, fileBinds, sysctls, strings.Join(s.Taints, ","), pauseImage, s.Bins.Runc, ClusterDNS}
+	}{s, hs, binds, fileBinds, sysctls, strings.Join(s.Taints, ","), strings.Join(s.Labels, ","), pauseImage, s.Bins.Runc, ClusterDNS}
 	for name, t := range map[string]*template.Template{
 		"node.sh": nodeScript, "containerd.toml": containerdConfig, "kubelet.yaml": kubeletConfig,
 	} {
