@@ -3,11 +3,15 @@ package kubecluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,8 +55,9 @@ func streamPod(name, node, url string, seconds int) *corev1.Pod {
 // TestSwitchFromAWSNodeAndBackKeepsEveryPod is the switch-over as an
 // operator runs it, from the real Amazon VPC CNI and back: with pods
 // serving and one TCP connection streaming between pods on different
-// nodes, aws-node's DaemonSet is deleted and vpcnet's installed; later
-// the same the other way. After each switch no pod is restarted or
+// nodes, aws-node's DaemonSet is deleted and vpcnet's installed (its
+// agent on the first node killed as soon as it runs: an interrupted
+// switch); later the same the other way. After each switch no pod is restarted or
 // re-created and each keeps its address, the connection never went
 // quiet for more than a second, no ENI was created or detached for it,
 // the new CNI knows every pod the old one wired, and a pod it wires
@@ -124,6 +129,18 @@ func TestSwitchFromAWSNodeAndBackKeepsEveryPod(t *testing.T) {
 		}
 	}
 
+	// The pre-switch check, as the operator runs it first: aws-node's
+	// own settings start vpcnetd.
+	plugin := filepath.Join(t.TempDir(), "kubectl-vpcnet")
+	if err := os.Symlink(filepath.Join(os.Getenv(envSimBin), "vpcnetctl"), plugin); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, plugin, "preswitch", "--kubeconfig", c.Kubeconfig).CombinedOutput()
+	t.Logf("kubectl vpcnet preswitch:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "ready to switch") || !strings.Contains(string(out), "on 2 nodes") {
+		t.Errorf("kubectl vpcnet preswitch against the real aws-node: %v", err)
+	}
+
 	// To vpcnet.
 	victim := switchOver(t, ctx, c, "vpcnet", func() error {
 		bg := metav1.DeletePropagationBackground
@@ -136,6 +153,14 @@ func TestSwitchFromAWSNodeAndBackKeepsEveryPod(t *testing.T) {
 		if err := c.InstallVpcnet(ctx); err != nil {
 			return err
 		}
+		// Interrupted: vpcnetd on the first node is killed as soon as
+		// it runs, mid-import of aws-node's checkpoint or just after;
+		// the kubelet starts it again and nothing may be lost.
+		killed, err := killOnce(ctx, c, "i-node1", "vpcnetd")
+		if err != nil {
+			return err
+		}
+		t.Logf("vpcnetd on i-node1 killed (pid %d) as it started", killed)
 		for _, n := range c.Sim.Nodes {
 			if err := poll(ctx, "vpcnet serving on "+n.ID, func() error {
 				st, err := agentStatus(ctx, n)
@@ -370,6 +395,27 @@ func switchOver(t *testing.T, ctx context.Context, c *Cluster, to string, run fu
 	}
 	t.Fatalf("no web pod on %s", n1)
 	return namedPod{}
+}
+
+// killOnce waits for a process named program on the node and sends it
+// SIGKILL, by PID, found in the node's own cgroup.
+func killOnce(ctx context.Context, c *Cluster, id, program string) (int, error) {
+	var pid int
+	err := poll(ctx, program+" running on "+id, func() error {
+		pids, err := c.NodePIDs(id)
+		if err != nil {
+			return err
+		}
+		for _, p := range pids {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+			if err == nil && strings.TrimSpace(string(comm)) == program {
+				pid = p
+				return syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		return errors.New("not running")
+	})
+	return pid, err
 }
 
 type namedPod struct {
