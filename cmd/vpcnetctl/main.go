@@ -144,7 +144,7 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\nstatus, enis, pods, config and policy read the agent's introspection endpoint\n"+
 		"(--agent ADDR, default %s, the agent's INTROSPECTION_BIND_ADDRESS)\n"+
 		"and print tables, or JSON with -o json.\n\n%s\n\n"+
-		"Installed as kubectl-vpcnet: kubectl vpcnet status|doctor|policy NODE (see kubectl vpcnet --help).\n",
+		"Installed as kubectl-vpcnet: kubectl vpcnet status|doctor|policy NODE, kubectl vpcnet preswitch (see kubectl vpcnet --help).\n",
 		introspect.DefaultAddr, exitCodesHelp)
 }
 
