@@ -40,6 +40,9 @@ func (s Stats) String() string {
 	return b.String()
 }
 
+// Total is how many addresses the pool holds, assigned, cooling or free.
+func (p *Pool) Total() int { return p.assigned + p.nCooling + p.free }
+
 // Stats returns the pool's counts at now, after freeing every address
 // whose cooldown has ended.
 func (p *Pool) Stats(now time.Time) Stats {

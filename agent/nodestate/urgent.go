@@ -14,12 +14,21 @@ import (
 // node that started a warm ENI before its pods came needs that one for
 // them now. Assigns, attachment confirmations and EC2 reads are urgent
 // while demand waits; releases, detaches and deletes never are.
+//
+// A pool that holds no address at all is waited for too, before any pod
+// asks: the node is not Ready (no CNI configuration) until it has one, so
+// its first pod is held back by the scheduler rather than queued here.
+// Its first fill is urgent; as warm-pool work it waited behind a budget
+// controller's reserve (ten seconds after a controller's term began, on
+// every node of a new cluster: make bench-awsnode).
 func markUrgent(n *Node, now time.Time) {
 	n.urgentJobs = n.urgentJobs[:0]
-	if n.reqs.demandCount() == 0 || len(n.jobs.inFlight) == 0 {
+	empty := n.pool.Total() == 0
+	if (n.reqs.demandCount() == 0 && !empty) || len(n.jobs.inFlight) == 0 {
 		return
 	}
 	var attaches []uint64
+	assigning := false
 	for id, j := range n.jobs.inFlight {
 		switch {
 		case j.Kind == JobAction && j.Action.Kind == ipam.AttachENI:
@@ -27,11 +36,16 @@ func markUrgent(n *Node, now time.Time) {
 		case j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks,
 			j.Kind == JobConfirmAttach, j.Kind == JobResync:
 			n.urgentJobs = append(n.urgentJobs, id)
+			assigning = assigning || j.Kind == JobAction
 		}
 	}
 	if len(attaches) > 0 {
 		slices.Sort(attaches)
 		need := demandAttaches(n, now) - len(n.cloud.attaching)
+		if empty && !assigning {
+			// Custom networking: the first addresses come on an ENI.
+			need = max(need, 1)
+		}
 		n.urgentJobs = append(n.urgentJobs, attaches[:max(0, min(need, len(attaches)))]...)
 	}
 	slices.Sort(n.urgentJobs)

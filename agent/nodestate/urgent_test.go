@@ -156,3 +156,28 @@ func TestUnderSubnetPressureThePoolGivesBackWhatPodsDoNotUse(t *testing.T) {
 		t.Fatalf("after the pressure: jobs %v; want the warm ENI back", jobs)
 	}
 }
+
+// A node whose pool is empty is not Ready, so no pod can ask yet: its
+// first fill is what the first pod waits for, and urgent. Before, it was
+// warm-pool work, and a budget controller that had just begun its term
+// deferred it ten seconds on every node of a new cluster.
+func TestAnEmptyPoolsFirstFillIsUrgentThoughNoPodWaits(t *testing.T) {
+	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI()}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := drain(t, n, t0)
+	fill, ok := find(jobs, isAssign)
+	if !ok {
+		t.Fatalf("jobs %v on an empty pool; want addresses assigned to the primary ENI", jobs)
+	}
+	if u := n.Summary(t0).Urgent; !slices.Contains(u, fill.ID) {
+		t.Fatalf("urgent jobs %v; want the first fill %d", u, fill.ID)
+	}
+	// Filled, the pool's next warm-pool work waits behind pods again.
+	n.Step(t0, ActionResult{JobID: fill.ID, Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32"), netip.MustParsePrefix("10.0.0.6/32")}})
+	drain(t, n, t0)
+	if u := n.Summary(t0).Urgent; len(u) != 0 {
+		t.Fatalf("urgent jobs %v once the pool holds addresses and no pod waits; want none", u)
+	}
+}
