@@ -204,3 +204,28 @@ func TestFragmentedSubnetTriesTheNextSubnetWithDiscovery(t *testing.T) {
 		t.Errorf("prefix granted in subnet-cni, yet the fallback goes on: %+v", f)
 	}
 }
+
+// Found by the simulation (prefixes on a fragmented subnet, then a
+// restart with an older checkpoint): an ENI full of single addresses
+// from a fallback, a pod the checkpoint lost quarantined. Releasing the
+// free single addresses is held while the quarantine lasts, so their
+// slots stay taken: the pool must not ask EC2 for prefixes on that ENI
+// (PrivateIpAddressLimitExceeded, again and again) but grow elsewhere.
+func TestHeldReleasesKeepTheirSlotsWhenPlanningGrowth(t *testing.T) {
+	cfg := fragConfig()
+	cfg.Limits.IPv4PerENI = 5
+	eni := primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}, Routed: []Route{{Addr: netip.MustParseAddr("10.0.0.10")}}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := drain(t, n, t0)
+	for _, j := range jobs {
+		if isAssign(j) && j.Action.ENIID == eni.ID {
+			t.Fatalf("planned %s while its 4 slots hold single addresses that cannot be released during the quarantine", j.Action)
+		}
+	}
+	if _, ok := find(jobs, isAttach); !ok {
+		t.Errorf("jobs %+v: want an ENI attached for the prefixes the full one cannot take", jobs)
+	}
+}

@@ -102,6 +102,12 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
 	cfg := n.frag.planConfig(n.cloud.plan, now)
+	if n.planner.shrinkHeld() {
+		// Blocks of the kind not in use cannot be released now (filter
+		// drops it), so they keep their slots: growth planned into those
+		// slots would be refused by EC2 for as long as the hold lasts.
+		cfg.KeepForeignBlocks = true
+	}
 	lim := n.planner.limits()
 	if n.pressure.on(n) {
 		// The subnet is nearly full: hold what waiting pods need and
@@ -262,7 +268,7 @@ func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action
 // exist.
 func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
 	n := x.n
-	hold := !n.host.ok || len(n.host.quarantined) > 0
+	hold := x.shrinkHeld()
 	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
 		switch {
 		case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK && (act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI):
@@ -278,6 +284,12 @@ func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) [
 		}
 		return false
 	})
+}
+
+// shrinkHeld says nothing may leave the pool while the host's pods are
+// unknown or quarantined addresses exist.
+func (x *planner) shrinkHeld() bool {
+	return !x.n.host.ok || len(x.n.host.quarantined) > 0
 }
 
 // start hands one action out. Blocks and ENIs leave the pool before EC2
