@@ -203,9 +203,10 @@ func (r *run) settled() error {
 	return nil
 }
 
-// ec2Addrs is the set of secondary addresses on ENIs EC2 shows in use on
-// the node. EC2 changes only through a request or the clock moving, so
-// the set is read again only after one of those.
+// ec2Addrs is the set of addresses, secondary or in a prefix, on ENIs
+// vpcnet manages that EC2 shows in use on the node. EC2 changes only
+// through a request or the clock moving, so the set is read again only
+// after one of those, and I8 and I9 are checked then.
 func (r *run) ec2Addrs() (map[string]bool, error) {
 	gen := r.tr.total() + r.clockMoves
 	if r.onNode != nil && gen == r.onNodeGen {
@@ -215,16 +216,52 @@ func (r *run) ec2Addrs() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.checkForeign(ifs); err != nil {
+		return nil, err
+	}
 	onNode := map[string]bool{}
 	for _, i := range ifs {
+		if _, foreign := r.foreign[i.ID]; foreign {
+			continue
+		}
+		// I9: vpcnet's ENIs are in subnets it may use.
+		if !r.world.eligible[i.SubnetID] {
+			return nil, r.fail("I9: %s (device %d) is in subnet %s, which is not one new ENIs may use on this node", i.ID, i.DeviceIndex, i.SubnetID)
+		}
 		if i.Status != "in-use" {
 			continue
 		}
 		for _, a := range i.Addresses[1:] {
 			onNode[a.String()] = true
 		}
+		for _, p := range i.Prefixes {
+			for a := p.Addr(); p.Contains(a); a = a.Next() {
+				onNode[a.String()] = true
+			}
+		}
 	}
 	// Interfaces itself is a read, not a request through the transport.
 	r.onNode, r.onNodeGen = onNode, gen
 	return onNode, nil
+}
+
+// checkForeign is I8: every interface vpcnet must leave alone keeps its
+// attachment and its addresses.
+func (r *run) checkForeign(ifs []sim.InterfaceInfo) error {
+	seen := 0
+	for _, i := range ifs {
+		f, ok := r.foreign[i.ID]
+		if !ok {
+			continue
+		}
+		seen++
+		if i.NetworkCardIndex != f.card || i.DeviceIndex != f.device || i.Status != f.status || !slices.Equal(i.Addresses, f.addrs) {
+			return r.fail("I8: foreign interface %s changed: card %d device %d %s %v, launched as card %d device %d %s %v",
+				i.ID, i.NetworkCardIndex, i.DeviceIndex, i.Status, i.Addresses, f.card, f.device, f.status, f.addrs)
+		}
+	}
+	if seen != len(r.foreign) {
+		return r.fail("I8: %d of the node's %d foreign interfaces are no longer attached", len(r.foreign)-seen, len(r.foreign))
+	}
+	return nil
 }

@@ -9,7 +9,19 @@
 // writes that fail or stall, and time jumps. The invariants of DESIGN.md
 // ("The agent's shape") are checked after every step and whenever the
 // agent's work tells it something; a schedule runs in milliseconds and a
-// seed replays exactly.
+// seed replays exactly (TestScheduleReplaysIdentically).
+//
+// Each seed plays on one of several nodes (worlds.go, seed mod their
+// number): secondary addresses on one subnet; prefix delegation on a
+// subnet EC2 fragments, so the agent falls back to single addresses;
+// tagged subnet discovery among subnets eligible and not (tagged 0,
+// tagged for another cluster, untagged, another zone); a type with two
+// network cards launched with an EFA interface and an ENI tagged
+// no_manage. Besides I1-I7 they add:
+//
+//   - I8: an interface vpcnet must not manage keeps its attachment and
+//     its addresses, and no pod is given one of them;
+//   - I9: every ENI vpcnet attaches is in a subnet it may use.
 //
 // The schedule is the agent's owner (agent.Start, then Step and Submit)
 // and its Effects (proc.go): the jobs, checkpoint writes and chores the

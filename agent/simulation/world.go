@@ -21,7 +21,6 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netfacts"
-	"github.com/vpcnet/vpcnet/sim"
 )
 
 // mutating are the EC2 actions that change something: invariant I3 counts
@@ -161,28 +160,3 @@ func (h *host) PodAddrs(context.Context) ([]nodestate.Route, error) {
 
 // hostVeth is the Amazon VPC CNI's host veth name of a pod.
 func hostVeth(p ipam.Pod) string { return netfacts.HostVethName("eni", p.Namespace, p.Name) }
-
-// topology is the simulated node: a small instance type so ENIs attach and
-// detach often, a subnet small enough to run out.
-const topology = `
-region: us-west-2
-vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
-subnets:
-- {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/26}
-securityGroups: [sg-0sim]
-instanceTypes: [{name: s3.sim, maxENIs: 3, ipv4PerENI: 5}]
-instances:
-- {id: i-sim, type: s3.sim, subnet: subnet-a}
-attachDelay: 3s
-detachDelay: 2s
-imdsLag: 2s
-seed: 1
-`
-
-func parseTopology() *sim.Topology {
-	topo, err := sim.ParseTopology([]byte(topology))
-	if err != nil {
-		panic(err)
-	}
-	return topo
-}
