@@ -190,6 +190,11 @@ func (r *run) settled() error {
 			return r.fail("I4: %s still holds %s after its pod was deleted (gone=%v)", as.Key, as.Addr, r.gone[as.Key])
 		}
 	}
+	if len(v.Quarantined) == 0 {
+		if err := r.checkENIsNeeded(); err != nil {
+			return err
+		}
+	}
 	// I5: every ENI attached to the node has DeleteOnTermination.
 	enis, err := r.client.ListENIs(r.ctx, cloud.ENIFilter{InstanceID: instanceID})
 	if err != nil {
@@ -262,6 +267,50 @@ func (r *run) checkForeign(ifs []sim.InterfaceInfo) error {
 	}
 	if seen != len(r.foreign) {
 		return r.fail("I8: %d of the node's %d foreign interfaces are no longer attached", len(r.foreign)-seen, len(r.foreign))
+	}
+	return nil
+}
+
+// checkENIsNeeded is I10: once quiet, the node holds no more ENIs than
+// its pods and its warm target need. Every secondary ENI vpcnet attached
+// either carries a live pod's address or is needed for the warm target:
+// without it, fewer addresses would be free than the target keeps. It is
+// counted from EC2 and the host, not from the agent's view. (Pods are
+// never moved, so ENIs that each carry a pod all stay.) Shrinking is held
+// while a quarantine lasts: the caller skips it then.
+func (r *run) checkENIsNeeded() error {
+	if r.world.warm == 0 {
+		return nil
+	}
+	ifs, err := r.cloud.Interfaces(instanceID)
+	if err != nil {
+		return err
+	}
+	r.host.mu.Lock()
+	defer r.host.mu.Unlock()
+	free := 0
+	var idle []sim.InterfaceInfo
+	for _, i := range ifs {
+		if _, foreign := r.foreign[i.ID]; foreign || i.Status != "in-use" {
+			continue
+		}
+		used := false
+		for _, a := range i.Addresses[1:] {
+			if _, routed := r.host.routes[a]; routed {
+				used = true
+			} else {
+				free++
+			}
+		}
+		if !used && i.DeviceIndex != 0 {
+			idle = append(idle, i)
+		}
+	}
+	for _, i := range idle {
+		if n := len(i.Addresses) - 1; free-n >= r.world.warm {
+			return r.fail("I10: once quiet, %s (device %d) carries no pod and is not needed: without its %d addresses %d would still be free, the warm target keeps %d (%d pods live)",
+				i.ID, i.DeviceIndex, n, free-n, r.world.warm, len(r.host.routes))
+		}
 	}
 	return nil
 }

@@ -21,7 +21,11 @@
 //
 //   - I8: an interface vpcnet must not manage keeps its attachment and
 //     its addresses, and no pod is given one of them;
-//   - I9: every ENI vpcnet attaches is in a subnet it may use.
+//   - I9: every ENI vpcnet attaches is in a subnet it may use;
+//   - I10: once quiet, every secondary ENI carries a live pod's address
+//     or is needed for the warm target (bound pods are the live ones by
+//     then); checked where the target is WARM_ENI_TARGET, not with
+//     prefixes, whose free-/28 count the check would have to re-derive.
 //
 // The schedule is the agent's owner (agent.Start, then Step and Submit)
 // and its Effects (proc.go): the jobs, checkpoint writes and chores the

@@ -20,6 +20,10 @@ type world struct {
 	env map[string]string
 	// eligible are the subnets vpcnet may put a new ENI in.
 	eligible map[string]bool
+	// warm is how many free addresses the warm target keeps beyond the
+	// pods' (WARM_ENI_TARGET × addresses per ENI), for I10; 0 where the
+	// target is counted otherwise (prefixes) and I10 is not checked.
+	warm int
 }
 
 // worldSpec is a world as written: its topology in the local cloud's
@@ -28,6 +32,7 @@ type worldSpec struct {
 	name, topology string
 	env            map[string]string
 	eligible       []string
+	warm           int
 }
 
 // worldSpecs are the nodes the schedules run on. Each is small, so its
@@ -51,6 +56,7 @@ seed: 1
 `,
 	env:      map[string]string{"ENABLE_SUBNET_DISCOVERY": "false"},
 	eligible: []string{"subnet-a"},
+	warm:     4,
 }, {
 	// Prefix delegation on a /25 that EC2 fragments: addresses are
 	// picked at random (as EC2 does) and another instance holds a
@@ -105,6 +111,7 @@ seed: 1
 `,
 	env:      map[string]string{"ENABLE_SUBNET_DISCOVERY": "true", "CLUSTER_NAME": "sim"},
 	eligible: []string{"subnet-a", "subnet-cni", "subnet-cni2"},
+	warm:     4,
 }, {
 	// A type with two network cards, launched with an EFA interface on
 	// card 1 and an ENI tagged no_manage on card 0: interfaces vpcnet
@@ -131,6 +138,7 @@ seed: 1
 `,
 	env:      map[string]string{"ENABLE_SUBNET_DISCOVERY": "false"},
 	eligible: []string{"subnet-a"},
+	warm:     4,
 }}
 
 // Worlds parses the nodes the schedules run on; a schedule's world is
@@ -142,7 +150,7 @@ func Worlds() ([]*world, error) {
 		if err != nil {
 			return nil, fmt.Errorf("world %s: %w", s.name, err)
 		}
-		w := &world{name: s.name, topo: topo, env: maps.Clone(s.env), eligible: map[string]bool{}}
+		w := &world{name: s.name, topo: topo, env: maps.Clone(s.env), eligible: map[string]bool{}, warm: s.warm}
 		for _, id := range s.eligible {
 			w.eligible[id] = true
 		}
