@@ -15,6 +15,9 @@ import (
 
 // check runs the invariants that hold after every step.
 func (r *run) check() error {
+	if r.grantErr != nil {
+		return r.grantErr
+	}
 	onNode, err := r.ec2Addrs()
 	if err != nil {
 		return err
@@ -107,7 +110,10 @@ func (r *run) quiesce() error {
 	deadline := r.clk.Now().Add(quiesceTime)
 	for r.clk.Now().Before(deadline) {
 		before := r.tr.mutationCount()
-		if _, err := gc.Scan(r.ctx); err != nil {
+		r.unwatched = true // the collector has no budget client
+		_, err := gc.Scan(r.ctx)
+		r.unwatched = false
+		if err != nil {
 			return r.fail("leaked-ENI scan with no faults: %v", err)
 		}
 		if a := r.agent; a.i3 {
@@ -196,7 +202,9 @@ func (r *run) settled() error {
 		}
 	}
 	// I5: every ENI attached to the node has DeleteOnTermination.
+	r.unwatched = true // the checker's read
 	enis, err := r.client.ListENIs(r.ctx, cloud.ENIFilter{InstanceID: instanceID})
+	r.unwatched = false
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,15 @@ type run struct {
 	// foreign are the interfaces vpcnet must leave alone (I8), as they
 	// were at launch.
 	foreign map[string]foreignInterface
+	// ctrl is the cluster's budget controller, nil in a cluster without
+	// one; budget is the running agent's client of it. grant are the
+	// EC2 actions granted to the piece of work running now (I11);
+	// unwatched says the calls now are the schedule's, not the agent's.
+	ctrl      *controller
+	budget    *budgetProbe
+	grant     []string
+	grantErr  error
+	unwatched bool
 }
 
 // steps are the moves a schedule makes: pods, time, crashes, restarts,
@@ -148,7 +157,11 @@ func Run(ctx context.Context, w *world, seed uint64, opts Options) error {
 		return err
 	}
 	r.foreign = foreignOf(launched)
-	r.tr = &transport{ec2: c.EC2Handler(), imds: c.IMDSHandler(instanceID), calls: map[string]int{}, budget: -1}
+	if r.rng.IntN(2) == 0 {
+		r.ctrl = &controller{state: controllerState(r.rng.IntN(4))}
+		r.trace("budget controller: %s", r.ctrl.state)
+	}
+	r.tr = &transport{ec2: c.EC2Handler(), imds: c.IMDSHandler(instanceID), calls: map[string]int{}, budget: -1, onEC2: r.ec2Call}
 	if r.client, err = newClient(ctx, r.tr, instanceID, r.clk.Now); err != nil {
 		return err
 	}
@@ -219,6 +232,12 @@ func (r *run) boot() error {
 			}
 		}
 		o := agent.Options{Config: r.cfg, Cloud: r.client, Host: r.host, Clock: r.clk, Disk: r.disk, Effects: p}
+		r.budget, r.grant = nil, nil
+		if r.ctrl != nil {
+			// Each vpcnetd process has a client of its own.
+			r.budget = r.newBudget()
+			o.Budget = r.budget
+		}
 		if r.opts.Trace != nil {
 			// The trace stamps each line with the schedule's clock; the
 			// wall clock's would make two replays differ.
@@ -337,6 +356,7 @@ func (r *run) collect() error {
 // work goes on: work that tells the agent too early is caught at the
 // instant it does.
 func (r *run) perform(w agent.Work, what string) error {
+	r.grant = nil
 	var err error
 	w.Run(r.ctx, func(ev nodestate.Event) bool {
 		r.trace("%s → %s", what, describe(ev))

@@ -48,11 +48,14 @@ type transport struct {
 	// budget, when >= 0, is how many more calls may reach EC2 before the
 	// agent is cut off (its process died).
 	budget int
+	// onEC2 hears of every EC2 request, outside mu.
+	onEC2 func(action string)
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	h := t.ec2
-	if strings.HasPrefix(r.URL.Host, "169.254.169.254") {
+	imds := strings.HasPrefix(r.URL.Host, "169.254.169.254")
+	if imds {
 		h = t.imds
 	}
 	var action string
@@ -81,6 +84,9 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.calls[action]++
 	t.requests++
 	t.mu.Unlock()
+	if !imds && t.onEC2 != nil {
+		t.onEC2(action)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r.WithContext(r.Context()))
 	resp := rec.Result()
