@@ -309,6 +309,9 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 		if len(removed) == 0 {
 			return
 		}
+		for _, b := range removed {
+			n.cloud.released[b] = releaseInFlight
+		}
 		act.Blocks = removed
 		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)
 		n.job(Job{Kind: JobAction, Action: act})
