@@ -129,3 +129,33 @@ func TestWithoutAControllerTheAgentServesOnItsOwn(t *testing.T) {
 		t.Errorf("/v1/status budget %+v; want the agent going alone because the Lease is not found", b)
 	}
 }
+
+// Found by the simulation's I11: start-up read an instance type missing
+// from the table (DescribeInstanceTypes), and start-up, resyncs and
+// attaches described subnets, with no grant, while a controller
+// answered. Every EC2 call is granted first.
+func TestStartUpAndAttachesAskTheBudgetForTheirReadsToo(t *testing.T) {
+	w := newWorld(t)
+	ctl := newController(t)
+	n := w.node("i-x9", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1", "VPCNET_ADD_WAIT": "20s"})
+	n.budget = budgetapi.NewClient(budgetapi.ClientOptions{Node: "i-x9",
+		Endpoint: func(context.Context) (string, error) { return ctl.url, nil }})
+	a := n.start(t)
+	a.waitReady(t)
+	// An x9.sim holds 3 pods on its primary ENI: the fourth needs a
+	// second ENI, in a subnet the attach describes.
+	for i := range 4 {
+		if _, err := a.Add(context.Background(), key(i), pod(i)); err != nil {
+			t.Fatalf("add %d: %v", i, err)
+		}
+	}
+	for _, action := range []string{"DescribeInstanceTypes", "DescribeSubnets", "CreateNetworkInterface"} {
+		calls, granted := w.callCount(action), ctl.count(ctl.granted, action)
+		if calls == 0 {
+			t.Errorf("no %s call; the test meant to make one", action)
+		}
+		if calls > granted {
+			t.Errorf("%s: %d calls made, %d granted by the controller", action, calls, granted)
+		}
+	}
+}

@@ -144,6 +144,14 @@ func (a *Agent) learnNode(ctx context.Context) error {
 
 // instanceLimits returns the type's limits and where they came from.
 func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (limits.Limits, string) {
+	if _, known := limits.Lookup(self.InstanceType); !known && a.budget != nil {
+		// A type the table lacks is read from EC2, as every node of the
+		// type starting at once does: the budget grants it (urgent: no
+		// pod is served before).
+		if err := a.budget.Acquire(ctx, []string{"DescribeInstanceTypes"}, func() bool { return true }); err != nil {
+			return limits.Limits{}, fmt.Sprintf("instance type %s: %v", self.InstanceType, err)
+		}
+	}
 	l, err := a.cloud.InstanceLimits(ctx, self.InstanceType)
 	if err == nil {
 		return l, "table or DescribeInstanceTypes"
@@ -209,7 +217,8 @@ func (a *Agent) bootNode(ctx context.Context) (*nodestate.Node, error) {
 		// the budget, if any, spaces the reads out (urgent: the node
 		// serves no pod until it has read EC2).
 		if a.budget != nil {
-			if err := a.budget.Acquire(ctx, []string{"DescribeNetworkInterfaces"}, func() bool { return true }); err != nil {
+			// Each secondary ENI's subnet is described, once.
+			if err := a.budget.Acquire(ctx, []string{"DescribeNetworkInterfaces", "DescribeSubnets"}, func() bool { return true }); err != nil {
 				return err
 			}
 		}

@@ -32,12 +32,16 @@ func lookupType(name string, custom []InstanceTypeSpec) (typeInfo, bool) {
 			if hv == "" {
 				hv = "nitro"
 			}
+			cards := []limits.Card{{Index: 0, MaxENIs: c.MaxENIs}}
+			for i, n := range c.NetworkCards[min(1, len(c.NetworkCards)):] {
+				cards = append(cards, limits.Card{Index: i + 1, MaxENIs: n})
+			}
 			return typeInfo{
 				name:       c.Name,
 				maxENIs:    c.MaxENIs,
 				ipv4PerENI: c.IPv4PerENI,
 				hypervisor: hv,
-				cards:      []limits.Card{{Index: 0, MaxENIs: c.MaxENIs}},
+				cards:      cards,
 			}, true
 		}
 	}

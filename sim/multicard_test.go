@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -226,5 +227,45 @@ throttle: {disabled: true}
 	}
 	if _, err := e.cloud.FreePrefixes("subnet-x"); err == nil {
 		t.Error("an unknown subnet has a count")
+	}
+}
+
+// smallMultiCardTopology is a type of the topology's own with two network
+// cards, so a test can have foreign interfaces on a node of five
+// addresses per ENI.
+const smallMultiCardTopology = `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
+subnets: [{id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/24}]
+securityGroups: [sg-0sim]
+instanceTypes: [{name: s3.multi, maxENIs: 3, ipv4PerENI: 5, networkCards: [3, 1]}]
+instances:
+- id: i-sim
+  type: s3.multi
+  subnet: subnet-a
+  interfaces: [{type: efa, networkCard: 1, deviceIndex: 0}]
+throttle: {disabled: true}
+seed: 1
+`
+
+func TestTopologyInstanceTypeHasTheNetworkCardsItNames(t *testing.T) {
+	e := newEnv(t, smallMultiCardTopology, nil)
+	out, err := e.ec2.DescribeInstanceTypes(e.ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []types.InstanceType{"s3.multi"}})
+	if err != nil || len(out.InstanceTypes) != 1 {
+		t.Fatalf("DescribeInstanceTypes: %v, %d types", err, len(out.InstanceTypes))
+	}
+	ni := out.InstanceTypes[0].NetworkInfo
+	var cards []string
+	for _, c := range ni.NetworkCards {
+		cards = append(cards, fmt.Sprintf("%d:%d", aws.ToInt32(c.NetworkCardIndex), aws.ToInt32(c.MaximumNetworkInterfaces)))
+	}
+	if got := fmt.Sprint(cards); got != "[0:3 1:1]" || aws.ToInt32(ni.MaximumNetworkInterfaces) != 4 {
+		t.Errorf("cards %s, %d ENIs in all; want [0:3 1:1] and 4", got, aws.ToInt32(ni.MaximumNetworkInterfaces))
+	}
+	for _, bad := range []string{"networkCards: [2, 1]", "networkCards: [3, 0]"} {
+		_, err := sim.ParseTopology([]byte(strings.Replace(smallMultiCardTopology, "networkCards: [3, 1]", bad, 1)))
+		if err == nil || !strings.Contains(err.Error(), "networkCards") {
+			t.Errorf("%s: err %v, want one naming networkCards", bad, err)
+		}
 	}
 }

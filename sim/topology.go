@@ -60,6 +60,11 @@ type InstanceTypeSpec struct {
 	// Hypervisor is "nitro" (the default) or "xen"; only nitro types take
 	// /28 prefixes.
 	Hypervisor string `json:"hypervisor,omitempty"`
+	// NetworkCards are the ENIs each network card takes, card 0 (the
+	// default card) first, which must be MaxENIs; absent is one card.
+	// A type with several has interfaces a node agent must not manage,
+	// as the table's multi-card types do, at a size tests can afford.
+	NetworkCards []int `json:"networkCards,omitempty"`
 }
 
 // InstanceSpec is one running instance. Its primary ENI exists from the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -81,6 +82,10 @@ func (t *Topology) validate() error {
 			return at(fmt.Sprintf("instanceTypes[%d]", i), fmt.Errorf("instance type %s: ipv4PerENI must be at least 1", it.Name))
 		case it.Hypervisor != "" && it.Hypervisor != "nitro" && it.Hypervisor != "xen":
 			return at(fmt.Sprintf("instanceTypes[%d]", i), fmt.Errorf("instance type %s: hypervisor %q: want nitro or xen", it.Name, it.Hypervisor))
+		case len(it.NetworkCards) > 0 && it.NetworkCards[0] != it.MaxENIs:
+			return at(fmt.Sprintf("instanceTypes[%d].networkCards", i), fmt.Errorf("instance type %s: networkCards[0] is %d, but card 0 takes maxENIs (%d)", it.Name, it.NetworkCards[0], it.MaxENIs))
+		case slices.ContainsFunc(it.NetworkCards, func(n int) bool { return n < 1 }):
+			return at(fmt.Sprintf("instanceTypes[%d].networkCards", i), fmt.Errorf("instance type %s: networkCards %v: every card takes at least 1 ENI", it.Name, it.NetworkCards))
 		}
 		custom[it.Name] = true
 	}

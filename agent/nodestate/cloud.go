@@ -118,6 +118,24 @@ type cloudView struct {
 	imdsDigest string
 	ec2ReadAt  time.Time
 	wantEC2    bool
+	// released are blocks this run gave back, or is giving back, each
+	// with the first job whose EC2 read surely comes after the release
+	// (releaseInFlight while it runs): a resync that read EC2 earlier
+	// still shows the block, and must not bring it back into the pool.
+	released map[netip.Prefix]uint64
+}
+
+// releaseInFlight marks a block whose release EC2 has not answered.
+const releaseInFlight = ^uint64(0)
+
+// notReleased drops from blocks those a release has taken since the
+// resync job readBy read EC2, and forgets releases every later read
+// shows.
+func (x *cloudView) notReleased(blocks []netip.Prefix, readBy uint64) []netip.Prefix {
+	return slices.DeleteFunc(slices.Clone(blocks), func(p netip.Prefix) bool {
+		after, ok := x.released[p]
+		return ok && readBy < after
+	})
 }
 
 // ec2ResyncEvery is how many resync intervals may pass with EC2 read only
@@ -144,6 +162,7 @@ func (c *cloudView) init(plan ipam.PlanConfig, devices []int) {
 	c.dotTries = make(map[string]int)
 	c.delTries = make(map[string]int)
 	c.leftovers = make(map[string]int)
+	c.released = make(map[netip.Prefix]uint64)
 }
 
 // maxLeftoverRetry caps the wait between deletes of a leftover ENI: the
@@ -282,12 +301,18 @@ func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	n.unmanaged.set(n, ev.Unmanaged)
 	attached := make(map[string]ENIInfo, len(ev.ENIs))
 	for _, e := range ev.ENIs {
+		e.Blocks = n.cloud.notReleased(e.Blocks, ev.JobID)
 		attached[e.ID] = e
 		if err := n.cloud.adopt(e, now); err != nil {
 			n.log.Error("ENI attached in EC2 not taken into the pool", "eni", e.ID, "err", err)
 		}
 	}
 	n.cloud.dropVanished(attached, now)
+	for p, after := range n.cloud.released {
+		if ev.JobID >= after && after != releaseInFlight {
+			delete(n.cloud.released, p) // this read came after the release
+		}
+	}
 }
 
 // adopt brings an attached ENI and its blocks into the pool; its host side
@@ -512,8 +537,10 @@ func (x *results) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
 	n := x.n
 	for _, b := range act.Blocks {
 		if slices.Contains(ev.Blocks, b) {
+			n.cloud.released[b] = n.jobs.nextID + 1
 			continue
 		}
+		delete(n.cloud.released, b)
 		if err := n.pool.AddBlock(act.ENIID, b); err != nil {
 			n.log.Error("could not return a block to the pool after a declined release", "block", b.String(), "err", err)
 			continue

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
@@ -202,5 +203,55 @@ func TestFragmentedSubnetTriesTheNextSubnetWithDiscovery(t *testing.T) {
 	n.Step(retry, ActionResult{JobID: at.ID, ENIID: "eni-2", AttachmentID: "att-2", DeleteOnTermination: true, SubnetID: "subnet-cni"})
 	if f := n.View(retry).PrefixFallback; f != nil {
 		t.Errorf("prefix granted in subnet-cni, yet the fallback goes on: %+v", f)
+	}
+}
+
+// Found by the simulation (prefixes on a fragmented subnet, then a
+// restart with an older checkpoint): an ENI full of single addresses
+// from a fallback, a pod the checkpoint lost quarantined. Releasing the
+// free single addresses is held while the quarantine lasts, so their
+// slots stay taken: the pool must not ask EC2 for prefixes on that ENI
+// (PrivateIpAddressLimitExceeded, again and again) but grow elsewhere.
+func TestHeldReleasesKeepTheirSlotsWhenPlanningGrowth(t *testing.T) {
+	cfg := fragConfig()
+	cfg.Limits.IPv4PerENI = 5
+	eni := primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}, Routed: []Route{{Addr: netip.MustParseAddr("10.0.0.10")}}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := drain(t, n, t0)
+	for _, j := range jobs {
+		if isAssign(j) && j.Action.ENIID == eni.ID {
+			t.Fatalf("planned %s while its 4 slots hold single addresses that cannot be released during the quarantine", j.Action)
+		}
+	}
+	if _, ok := find(jobs, isAttach); !ok {
+		t.Errorf("jobs %+v: want an ENI attached for the prefixes the full one cannot take", jobs)
+	}
+}
+
+// Found by the simulation (seed 1669 of 2000, I3): the same after a
+// restart, when shrinking waits a cooldown for the demand to be heard:
+// the free single addresses a fallback left cannot go yet, so the pool
+// must not plan a prefix into their slots (PrivateIpAddressLimitExceeded,
+// a mutating call a restart with no pod change must not make).
+func TestSingleAddressesKeepTheirSlotsWhileShrinkingWaitsAfterABoot(t *testing.T) {
+	cfg := fragConfig()
+	cfg.Limits.IPv4PerENI = 5
+	cfg.Plan.WarmPrefixTarget = 2
+	eni := primaryENI("10.0.0.16/28", "10.0.0.80/28", "10.0.0.60/32", "10.0.0.75/32")
+	ck := checkpoint.State{ReleasesKnown: true, Entries: []checkpoint.Entry{
+		{Key: ipam.Key{Network: "n", ContainerID: "a", IfName: "eth0"}, Addr: netip.MustParseAddr("10.0.0.16"), AssignedAt: t0.Add(-time.Hour)},
+	}}
+	n, err := New(cfg, Boot{Checkpoint: ck, ENIs: []ENIInfo{eni}, Routed: []Route{{Addr: netip.MustParseAddr("10.0.0.16")}}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := drain(t, n, t0)
+	for _, j := range jobs {
+		if isAssign(j) && j.Action.ENIID == eni.ID {
+			t.Fatalf("planned %s at boot, while its 4 slots hold 2 prefixes and 2 single addresses that may not be released yet", j.Action)
+		}
 	}
 }

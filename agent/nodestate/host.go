@@ -2,11 +2,12 @@ package nodestate
 
 import (
 	"fmt"
-
-	"github.com/vpcnet/vpcnet/checkpoint"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
+	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
@@ -83,7 +84,9 @@ func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
 		n.host.checkOwner(rt, now)
 		n.host.quarantineIfFree(rt.Addr, now, boot)
 	}
-	for ip := range h.quarantined {
+	// In address order: a seed of the simulation replays its trace, and
+	// the pool's cooldowns, line for line.
+	for _, ip := range slices.SortedFunc(maps.Keys(h.quarantined), netip.Addr.Compare) {
 		if h.routed[ip] {
 			continue
 		}

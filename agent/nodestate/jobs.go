@@ -94,7 +94,8 @@ func (j Job) Calls() []string {
 		if j.MAC != "" || j.IMDSDigest != "" {
 			return nil
 		}
-		return []string{"DescribeNetworkInterfaces"}
+		// An ENI in a subnet not seen yet has its subnet described.
+		return []string{"DescribeNetworkInterfaces", "DescribeSubnets"}
 	case JobSetDeleteOnTermination:
 		return []string{"ModifyNetworkInterfaceAttribute"}
 	case JobDeleteENI:
@@ -102,8 +103,17 @@ func (j Job) Calls() []string {
 	case JobAction:
 		switch j.Action.Kind {
 		case ipam.AttachENI:
-			return []string{"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute"}
+			// The primary ENI's connection tracking and the subnets to
+			// try are read first (each at most once per agent, cached),
+			// and an ENI whose attach failed is deleted at once.
+			return []string{"DescribeNetworkInterfaces", "DescribeSubnets", "CreateNetworkInterface", "AttachNetworkInterface",
+				"ModifyNetworkInterfaceAttribute", "DeleteNetworkInterface"}
 		case ipam.AssignBlocks:
+			// A prefix refused for fragmentation asks the subnet's free
+			// count.
+			if j.Action.Prefixes {
+				return []string{"AssignPrivateIpAddresses", "DescribeSubnets"}
+			}
 			return []string{"AssignPrivateIpAddresses"}
 		case ipam.ReleaseBlocks:
 			return []string{"DescribeNetworkInterfaces", "UnassignPrivateIpAddresses"}

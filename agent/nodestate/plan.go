@@ -102,6 +102,12 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}
 	cfg := n.frag.planConfig(n.cloud.plan, now)
+	if n.planner.shrinkHeld(now) {
+		// Blocks of the kind not in use cannot be released now (filter
+		// drops it), so they keep their slots: growth planned into those
+		// slots would be refused by EC2 for as long as the hold lasts.
+		cfg.KeepForeignBlocks = true
+	}
 	lim := n.planner.limits()
 	if n.pressure.on(n) {
 		// The subnet is nearly full: hold what waiting pods need and
@@ -262,7 +268,7 @@ func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action
 // exist.
 func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
 	n := x.n
-	hold := !n.host.ok || len(n.host.quarantined) > 0
+	hold := x.shrinkHeld(now)
 	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
 		switch {
 		case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK && (act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI):
@@ -273,11 +279,18 @@ func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) [
 			return true
 		case attaching && act.Kind != ipam.AttachENI:
 			return true
-		case isShrink(act) && (hold || n.cloud.shrink.blocked(now)):
+		case isShrink(act) && hold:
 			return true
 		}
 		return false
 	})
+}
+
+// shrinkHeld says nothing may leave the pool now: the host's pods are
+// unknown, quarantined addresses exist, or shrinking waits (a cooldown
+// after a boot, a backoff after EC2 refused a release).
+func (x *planner) shrinkHeld(now time.Time) bool {
+	return !x.n.host.ok || len(x.n.host.quarantined) > 0 || x.n.cloud.shrink.blocked(now)
 }
 
 // start hands one action out. Blocks and ENIs leave the pool before EC2
@@ -295,6 +308,9 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 		}
 		if len(removed) == 0 {
 			return
+		}
+		for _, b := range removed {
+			n.cloud.released[b] = releaseInFlight
 		}
 		act.Blocks = removed
 		n.log.Info("EC2 change", "action", act.String(), "reason", act.Reason)

@@ -184,3 +184,32 @@ func TestAnAddAfterARestartThatCooledEveryFreeAddressIsServedWithoutWaitingForTh
 		t.Fatalf("once EC2 delivered %s the waiting Add got %+v; want that address", got, replies)
 	}
 }
+
+// Found by the simulation (prefixes-fragmented, seed 749 of 2000, I6): a
+// resync that read EC2 before a release finished still showed the block
+// being released; it was brought back into the pool, EC2 then took it,
+// and a pod was given an address no ENI had. A read older than the
+// release does not bring its blocks back.
+func TestAResyncOlderThanAReleaseDoesNotBringTheBlockBack(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits.IPv4PerENI = 5
+	cfg.Plan.WarmENITarget, cfg.Plan.WarmIPTarget = 0, 1
+	eni := primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour)
+	n.Step(now, Tick{})
+	jobs, _ := drain(t, n, now)
+	rel, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.ReleaseBlocks })
+	if !ok {
+		t.Fatalf("jobs %+v: want a release of the surplus addresses", jobs)
+	}
+	// A resync that read EC2 before the release ran answers first:
+	// while the release runs, no pod may be given what it gives back.
+	n.Step(now, ResyncResult{JobID: rel.ID - 1, ENIs: []ENIInfo{eni}})
+	if st := n.pool.Stats(now).ENIs[0]; st.Free != 4-len(rel.Action.Blocks) {
+		t.Fatalf("while %v are released, the pool has %+v: the stale read brought them back for pods to take", rel.Action.Blocks, st.Blocks)
+	}
+}

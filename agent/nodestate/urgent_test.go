@@ -82,7 +82,7 @@ func TestEC2IsAskedInAJobOfItsOwnOnceIMDSShowsAChange(t *testing.T) {
 	n.Step(now, AttachResult{JobID: watch.ID, NotYet: true, IMDSOnly: true, AskEC2: true})
 	jobs, _ = drain(t, n, now)
 	ask, ok := find(jobs, func(j Job) bool { return j.Kind == JobConfirmAttach })
-	if !ok || ask.MAC != "" || !slices.Equal(ask.Calls(), []string{"DescribeNetworkInterfaces"}) {
+	if !ok || ask.MAC != "" || !slices.Equal(ask.Calls(), []string{"DescribeNetworkInterfaces", "DescribeSubnets"}) {
 		t.Fatalf("after IMDS showed the interface: %+v, ok %v; want at once a confirm that asks EC2", ask, ok)
 	}
 
@@ -97,7 +97,7 @@ func TestEC2IsAskedInAJobOfItsOwnOnceIMDSShowsAChange(t *testing.T) {
 	n.Step(now, ResyncResult{JobID: rs.ID, IMDSDigest: "d2", Changed: true})
 	jobs, _ = drain(t, n, now)
 	rs, ok = find(jobs, func(j Job) bool { return j.Kind == JobResync })
-	if !ok || rs.IMDSDigest != "" || !slices.Equal(rs.Calls(), []string{"DescribeNetworkInterfaces"}) {
+	if !ok || rs.IMDSDigest != "" || !slices.Equal(rs.Calls(), []string{"DescribeNetworkInterfaces", "DescribeSubnets"}) {
 		t.Fatalf("after IMDS changed: %+v, ok %v; want a resync that reads EC2", rs, ok)
 	}
 }

@@ -64,6 +64,9 @@ func (st *steps) act() error {
 		return r.do.gc()
 	case w < 99 && up:
 		return r.do.bind()
+	case w == 99 && r.ctrl != nil:
+		r.do.controllerMoves()
+		return nil
 	}
 	return r.do.advance(500 * time.Millisecond)
 }
@@ -264,6 +267,7 @@ func (st *steps) crash() {
 	a := r.agent
 	r.trace("CRASH with %d jobs, persist %v", len(a.jobs), a.write != nil)
 	for _, w := range a.jobs {
+		r.grant = nil
 		switch r.rng.IntN(3) {
 		case 1:
 			w.Run(r.ctx, dead)

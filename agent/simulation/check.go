@@ -15,6 +15,9 @@ import (
 
 // check runs the invariants that hold after every step.
 func (r *run) check() error {
+	if r.grantErr != nil {
+		return r.grantErr
+	}
 	onNode, err := r.ec2Addrs()
 	if err != nil {
 		return err
@@ -107,7 +110,10 @@ func (r *run) quiesce() error {
 	deadline := r.clk.Now().Add(quiesceTime)
 	for r.clk.Now().Before(deadline) {
 		before := r.tr.mutationCount()
-		if _, err := gc.Scan(r.ctx); err != nil {
+		r.unwatched = true // the collector has no budget client
+		_, err := gc.Scan(r.ctx)
+		r.unwatched = false
+		if err != nil {
 			return r.fail("leaked-ENI scan with no faults: %v", err)
 		}
 		if a := r.agent; a.i3 {
@@ -190,8 +196,15 @@ func (r *run) settled() error {
 			return r.fail("I4: %s still holds %s after its pod was deleted (gone=%v)", as.Key, as.Addr, r.gone[as.Key])
 		}
 	}
+	if len(v.Quarantined) == 0 {
+		if err := r.checkENIsNeeded(); err != nil {
+			return err
+		}
+	}
 	// I5: every ENI attached to the node has DeleteOnTermination.
+	r.unwatched = true // the checker's read
 	enis, err := r.client.ListENIs(r.ctx, cloud.ENIFilter{InstanceID: instanceID})
+	r.unwatched = false
 	if err != nil {
 		return err
 	}
@@ -203,9 +216,10 @@ func (r *run) settled() error {
 	return nil
 }
 
-// ec2Addrs is the set of secondary addresses on ENIs EC2 shows in use on
-// the node. EC2 changes only through a request or the clock moving, so
-// the set is read again only after one of those.
+// ec2Addrs is the set of addresses, secondary or in a prefix, on ENIs
+// vpcnet manages that EC2 shows in use on the node. EC2 changes only
+// through a request or the clock moving, so the set is read again only
+// after one of those, and I8 and I9 are checked then.
 func (r *run) ec2Addrs() (map[string]bool, error) {
 	gen := r.tr.total() + r.clockMoves
 	if r.onNode != nil && gen == r.onNodeGen {
@@ -215,16 +229,96 @@ func (r *run) ec2Addrs() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.checkForeign(ifs); err != nil {
+		return nil, err
+	}
 	onNode := map[string]bool{}
 	for _, i := range ifs {
+		if _, foreign := r.foreign[i.ID]; foreign {
+			continue
+		}
+		// I9: vpcnet's ENIs are in subnets it may use.
+		if !r.world.eligible[i.SubnetID] {
+			return nil, r.fail("I9: %s (device %d) is in subnet %s, which is not one new ENIs may use on this node", i.ID, i.DeviceIndex, i.SubnetID)
+		}
 		if i.Status != "in-use" {
 			continue
 		}
 		for _, a := range i.Addresses[1:] {
 			onNode[a.String()] = true
 		}
+		for _, p := range i.Prefixes {
+			for a := p.Addr(); p.Contains(a); a = a.Next() {
+				onNode[a.String()] = true
+			}
+		}
 	}
 	// Interfaces itself is a read, not a request through the transport.
 	r.onNode, r.onNodeGen = onNode, gen
 	return onNode, nil
+}
+
+// checkForeign is I8: every interface vpcnet must leave alone keeps its
+// attachment and its addresses.
+func (r *run) checkForeign(ifs []sim.InterfaceInfo) error {
+	seen := 0
+	for _, i := range ifs {
+		f, ok := r.foreign[i.ID]
+		if !ok {
+			continue
+		}
+		seen++
+		if i.NetworkCardIndex != f.card || i.DeviceIndex != f.device || i.Status != f.status || !slices.Equal(i.Addresses, f.addrs) {
+			return r.fail("I8: foreign interface %s changed: card %d device %d %s %v, launched as card %d device %d %s %v",
+				i.ID, i.NetworkCardIndex, i.DeviceIndex, i.Status, i.Addresses, f.card, f.device, f.status, f.addrs)
+		}
+	}
+	if seen != len(r.foreign) {
+		return r.fail("I8: %d of the node's %d foreign interfaces are no longer attached", len(r.foreign)-seen, len(r.foreign))
+	}
+	return nil
+}
+
+// checkENIsNeeded is I10: once quiet, the node holds no more ENIs than
+// its pods and its warm target need. Every secondary ENI vpcnet attached
+// either carries a live pod's address or is needed for the warm target:
+// without it, fewer addresses would be free than the target keeps. It is
+// counted from EC2 and the host, not from the agent's view. (Pods are
+// never moved, so ENIs that each carry a pod all stay.) Shrinking is held
+// while a quarantine lasts: the caller skips it then.
+func (r *run) checkENIsNeeded() error {
+	if r.world.warm == 0 {
+		return nil
+	}
+	ifs, err := r.cloud.Interfaces(instanceID)
+	if err != nil {
+		return err
+	}
+	r.host.mu.Lock()
+	defer r.host.mu.Unlock()
+	free := 0
+	var idle []sim.InterfaceInfo
+	for _, i := range ifs {
+		if _, foreign := r.foreign[i.ID]; foreign || i.Status != "in-use" {
+			continue
+		}
+		used := false
+		for _, a := range i.Addresses[1:] {
+			if _, routed := r.host.routes[a]; routed {
+				used = true
+			} else {
+				free++
+			}
+		}
+		if !used && i.DeviceIndex != 0 {
+			idle = append(idle, i)
+		}
+	}
+	for _, i := range idle {
+		if n := len(i.Addresses) - 1; free-n >= r.world.warm {
+			return r.fail("I10: once quiet, %s (device %d) carries no pod and is not needed: without its %d addresses %d would still be free, the warm target keeps %d (%d pods live)",
+				i.ID, i.DeviceIndex, n, free-n, r.world.warm, len(r.host.routes))
+		}
+	}
+	return nil
 }

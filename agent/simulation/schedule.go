@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -68,6 +69,7 @@ type pod struct {
 // run is one schedule.
 type run struct {
 	ctx    context.Context
+	world  *world
 	opts   Options
 	rng    *rand.Rand
 	clk    *clock.Manual
@@ -101,6 +103,18 @@ type run struct {
 	clockMoves int
 	onNode     map[string]bool
 	onNodeGen  int
+	// foreign are the interfaces vpcnet must leave alone (I8), as they
+	// were at launch.
+	foreign map[string]foreignInterface
+	// ctrl is the cluster's budget controller, nil in a cluster without
+	// one; budget is the running agent's client of it. grant are the
+	// EC2 actions granted to the piece of work running now (I11);
+	// unwatched says the calls now are the schedule's, not the agent's.
+	ctrl      *controller
+	budget    *budgetProbe
+	grant     []string
+	grantErr  error
+	unwatched bool
 }
 
 // steps are the moves a schedule makes: pods, time, crashes, restarts,
@@ -118,25 +132,36 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("seed %d step %d: %s (replay: go test ./agent/simulation -run TestSimulation -seed %d -v)", v.Seed, v.Step, v.What, v.Seed)
 }
 
-// Run plays the schedule of seed and returns the first invariant it broke.
-func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) error {
+// Run plays the schedule of seed on node w and returns the first
+// invariant it broke.
+func Run(ctx context.Context, w *world, seed uint64, opts Options) error {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &run{ctx: ctx, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x76706e6574)), clk: clock.NewManual(start),
+	r := &run{ctx: ctx, world: w, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x76706e6574)), clk: clock.NewManual(start),
 		host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}, gone: map[ipam.Key]bool{}}
 	r.do.r = r
-	cfg, err := agentConfig()
+	r.trace("world %s", w.name)
+	cfg, err := agentConfig(w)
 	if err != nil {
 		return err
 	}
 	r.cfg = cfg
 	r.disk = &nodeDisk{rng: r.rng, path: cfg.CheckpointPath()}
-	c, err := sim.NewCloud(topo, sim.Options{Now: r.clk.Now, AfterFunc: r.clk.AfterFunc, Seed: int64(seed%(1<<62)) + 1})
+	c, err := sim.NewCloud(w.topo, sim.Options{Now: r.clk.Now, AfterFunc: r.clk.AfterFunc, Seed: int64(seed%(1<<62)) + 1})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	r.cloud = c
-	r.tr = &transport{ec2: c.EC2Handler(), imds: c.IMDSHandler(instanceID), calls: map[string]int{}, budget: -1}
+	launched, err := c.Interfaces(instanceID)
+	if err != nil {
+		return err
+	}
+	r.foreign = foreignOf(launched)
+	if r.rng.IntN(2) == 0 {
+		r.ctrl = &controller{state: controllerState(r.rng.IntN(4))}
+		r.trace("budget controller: %s", r.ctrl.state)
+	}
+	r.tr = &transport{ec2: c.EC2Handler(), imds: c.IMDSHandler(instanceID), calls: map[string]int{}, budget: -1, onEC2: r.ec2Call}
 	if r.client, err = newClient(ctx, r.tr, instanceID, r.clk.Now); err != nil {
 		return err
 	}
@@ -207,6 +232,12 @@ func (r *run) boot() error {
 			}
 		}
 		o := agent.Options{Config: r.cfg, Cloud: r.client, Host: r.host, Clock: r.clk, Disk: r.disk, Effects: p}
+		r.budget, r.grant = nil, nil
+		if r.ctrl != nil {
+			// Each vpcnetd process has a client of its own.
+			r.budget = r.newBudget()
+			o.Budget = r.budget
+		}
 		if r.opts.Trace != nil {
 			// The trace stamps each line with the schedule's clock; the
 			// wall clock's would make two replays differ.
@@ -247,17 +278,17 @@ func (r *run) boot() error {
 }
 
 // agentConfig is vpcnetd's configuration on the simulated node: its
-// defaults, but for what keeps the schedules' node small and busy. Its
-// paths name files of the simulated disk only.
-func agentConfig() (config.Config, error) {
+// defaults, but for what keeps the schedules' node small and busy and
+// the world's own settings. Its paths name files of the simulated disk
+// only.
+func agentConfig(w *world) (config.Config, error) {
 	env := map[string]string{
 		"VPCNET_STATE_DIR":    "/sim/state",
 		"VPCNET_CNI_CONF_DIR": "/sim/cni",
 		// ENIs attach and detach often on the small instance type.
 		"VPCNET_ENI_DETACH_HOLD": "0s",
-		// One subnet: nothing to discover.
-		"ENABLE_SUBNET_DISCOVERY": "false",
 	}
+	maps.Copy(env, w.env)
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		return config.Config{}, fmt.Errorf("simulated node's settings: %w", err)
@@ -325,6 +356,7 @@ func (r *run) collect() error {
 // work goes on: work that tells the agent too early is caught at the
 // instant it does.
 func (r *run) perform(w agent.Work, what string) error {
+	r.grant = nil
 	var err error
 	w.Run(r.ctx, func(ev nodestate.Event) bool {
 		r.trace("%s → %s", what, describe(ev))
@@ -392,13 +424,18 @@ func (r *run) unwire(name string, p *pod) {
 	r.bindStale = r.bound
 }
 
+// attachedInEC2 says addr is a secondary address, or in a prefix, of an
+// ENI vpcnet manages that EC2 shows attached to the node.
 func (r *run) attachedInEC2(addr netip.Addr) bool {
 	ifs, err := r.cloud.Interfaces(instanceID)
 	if err != nil {
 		return false
 	}
 	for _, i := range ifs {
-		if i.Status == "in-use" && slices.Contains(i.Addresses[1:], addr) {
+		if _, foreign := r.foreign[i.ID]; foreign || i.Status != "in-use" {
+			continue
+		}
+		if slices.Contains(i.Addresses[1:], addr) || slices.ContainsFunc(i.Prefixes, func(p netip.Prefix) bool { return p.Contains(addr) }) {
 			return true
 		}
 	}

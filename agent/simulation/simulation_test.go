@@ -31,11 +31,13 @@ func TestSimulation(t *testing.T) {
 	simtest.IsolateAWSEnv(t)
 	// The simulation's in-process HTTP client has no TLS to add a CA to.
 	t.Setenv("AWS_CA_BUNDLE", "")
-	topo := parseTopology()
+	worlds, err := Worlds()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	if *seed != 0 {
-		opts := Options{Steps: *stepsFlag, GC: *seed%2 == 0, Trace: func(s string) { t.Log(s) }}
-		if err := Run(ctx, topo, *seed, opts); err != nil {
+		if err := play(ctx, worlds, *seed, func(s string) { t.Log(s) }); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -60,7 +62,7 @@ func TestSimulation(t *testing.T) {
 				if s >= end || stopped.Load() {
 					return
 				}
-				err := Run(ctx, topo, s, Options{Steps: *stepsFlag, GC: s%2 == 0})
+				err := play(ctx, worlds, s, nil)
 				n := done.Add(1)
 				mu.Lock()
 				if err != nil {
@@ -94,6 +96,42 @@ func TestSimulation(t *testing.T) {
 		t.Error(v)
 	}
 	fmt.Printf("%d schedules, %d invariant violations\n", done.Load(), len(failed))
+}
+
+// play runs the schedule of seed: on world seed mod len(worlds), with the
+// runtime's CNI GC on every other round of worlds, so that each world
+// plays with and without it.
+func play(ctx context.Context, worlds []*world, seed uint64, trace func(string)) error {
+	n := uint64(len(worlds))
+	return Run(ctx, worlds[seed%n], seed, Options{Steps: *stepsFlag, GC: seed/n%2 == 0, Trace: trace})
+}
+
+// A seed's schedule is a function of the seed alone: played twice, on
+// every world, it traces the same lines, so a failing seed replays.
+func TestScheduleReplaysIdentically(t *testing.T) {
+	simtest.IsolateAWSEnv(t)
+	t.Setenv("AWS_CA_BUNDLE", "")
+	worlds, err := Worlds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := uint64(1); seed <= uint64(len(worlds)); seed++ {
+		var traces [2][]string
+		for i := range traces {
+			err := play(context.Background(), worlds, seed, func(s string) { traces[i] = append(traces[i], s) })
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+		}
+		if !slices.Equal(traces[0], traces[1]) {
+			for j := range min(len(traces[0]), len(traces[1])) {
+				if traces[0][j] != traces[1][j] {
+					t.Fatalf("seed %d (%s): replay differs at line %d:\n%s\n%s", seed, worlds[seed%uint64(len(worlds))].name, j, traces[0][j], traces[1][j])
+				}
+			}
+			t.Fatalf("seed %d: replay has %d lines, first run %d", seed, len(traces[1]), len(traces[0]))
+		}
+	}
 }
 
 // progressEvery is how often a long run says how far it got.

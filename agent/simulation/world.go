@@ -21,7 +21,6 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netfacts"
-	"github.com/vpcnet/vpcnet/sim"
 )
 
 // mutating are the EC2 actions that change something: invariant I3 counts
@@ -49,11 +48,14 @@ type transport struct {
 	// budget, when >= 0, is how many more calls may reach EC2 before the
 	// agent is cut off (its process died).
 	budget int
+	// onEC2 hears of every EC2 request, outside mu.
+	onEC2 func(action string)
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	h := t.ec2
-	if strings.HasPrefix(r.URL.Host, "169.254.169.254") {
+	imds := strings.HasPrefix(r.URL.Host, "169.254.169.254")
+	if imds {
 		h = t.imds
 	}
 	var action string
@@ -82,6 +84,9 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.calls[action]++
 	t.requests++
 	t.mu.Unlock()
+	if !imds && t.onEC2 != nil {
+		t.onEC2(action)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r.WithContext(r.Context()))
 	resp := rec.Result()
@@ -161,28 +166,3 @@ func (h *host) PodAddrs(context.Context) ([]nodestate.Route, error) {
 
 // hostVeth is the Amazon VPC CNI's host veth name of a pod.
 func hostVeth(p ipam.Pod) string { return netfacts.HostVethName("eni", p.Namespace, p.Name) }
-
-// topology is the simulated node: a small instance type so ENIs attach and
-// detach often, a subnet small enough to run out.
-const topology = `
-region: us-west-2
-vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
-subnets:
-- {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/26}
-securityGroups: [sg-0sim]
-instanceTypes: [{name: s3.sim, maxENIs: 3, ipv4PerENI: 5}]
-instances:
-- {id: i-sim, type: s3.sim, subnet: subnet-a}
-attachDelay: 3s
-detachDelay: 2s
-imdsLag: 2s
-seed: 1
-`
-
-func parseTopology() *sim.Topology {
-	topo, err := sim.ParseTopology([]byte(topology))
-	if err != nil {
-		panic(err)
-	}
-	return topo
-}
