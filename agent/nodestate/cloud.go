@@ -535,9 +535,16 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 // back to EC2.
 func (x *results) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
 	n := x.n
+	inDoubt := false
 	for _, b := range act.Blocks {
-		if slices.Contains(ev.Blocks, b) {
+		// A failed call may have been done all the same (EC2 answered
+		// 5xx after acting, or the answer was lost): until EC2 is read
+		// again the block may be gone, and a pod given an address on it
+		// would have none. It stays out of the pool; a read started from
+		// now on brings it back if EC2 still shows it.
+		if slices.Contains(ev.Blocks, b) || ev.Err != nil {
 			n.cloud.released[b] = n.jobs.nextID + 1
+			inDoubt = inDoubt || ev.Err != nil
 			continue
 		}
 		delete(n.cloud.released, b)
@@ -546,6 +553,9 @@ func (x *results) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
 			continue
 		}
 		n.cloud.quarantineRoutedIn(b, now)
+	}
+	if inDoubt {
+		n.cloud.resyncSoonFromEC2(now)
 	}
 	if len(ev.Routed) > 0 {
 		n.host.observeRoutes(ev.Routed, now, false)

@@ -1,8 +1,10 @@
 package nodestate
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -211,5 +213,62 @@ func TestAResyncOlderThanAReleaseDoesNotBringTheBlockBack(t *testing.T) {
 	n.Step(now, ResyncResult{JobID: rel.ID - 1, ENIs: []ENIInfo{eni}})
 	if st := n.pool.Stats(now).ENIs[0]; st.Free != 4-len(rel.Action.Blocks) {
 		t.Fatalf("while %v are released, the pool has %+v: the stale read brought them back for pods to take", rel.Action.Blocks, st.Blocks)
+	}
+}
+
+// EC2 may have done a release it answered with an error (a 5xx after
+// acting, an answer lost on the way): its addresses stay out of the pool
+// until EC2 is read again, and come back if that read still shows them.
+// Before, they went back at once, and the next pod could be given an
+// address on no ENI (the simulation's I6, seed 5233).
+func TestAFailedReleaseKeepsItsAddressesOutUntilEC2IsReadAgain(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits.IPv4PerENI = 5
+	cfg.Plan.WarmENITarget, cfg.Plan.WarmIPTarget = 0, 1
+	eni := primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour)
+	n.Step(now, Tick{})
+	jobs, _ := drain(t, n, now)
+	rel, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.ReleaseBlocks })
+	stale, ok2 := find(jobs, func(j Job) bool { return j.Kind == JobResync })
+	if !ok || !ok2 {
+		t.Fatalf("jobs %+v: want a release of the surplus addresses and a resync", jobs)
+	}
+	free := func() int { return n.pool.Stats(now).ENIs[0].Free }
+	kept := free()
+	n.Step(now, ActionResult{JobID: rel.ID, Err: errors.New("unassign: InternalError")})
+	jobs, _ = drain(t, n, now)
+	if got := free(); got != kept {
+		t.Fatalf("after a failed release of %v the pool has %d free, want %d: EC2 may have taken them", rel.Action.Blocks, got, kept)
+	}
+	// A read that began before the failure proves nothing.
+	n.Step(now, ResyncResult{JobID: stale.ID, ENIs: []ENIInfo{eni}})
+	if got := free(); got != kept {
+		t.Fatalf("a read older than the failed release brought its addresses back: %d free, want %d", got, kept)
+	}
+	// A read from now on decides: EC2 still shows them, so they are back.
+	var resync Job
+	for i := 0; !ok || resync.Kind != JobResync; i++ {
+		if i == 10 {
+			t.Fatalf("no EC2 read by %s after a failed release at %s", now, t0.Add(time.Hour))
+		}
+		now = n.Ready().Wake
+		n.Step(now, Tick{})
+		jobs, _ = drain(t, n, now)
+		resync, ok = find(jobs, func(j Job) bool { return j.Kind == JobResync })
+	}
+	if now.Sub(t0.Add(time.Hour)) > time.Minute {
+		t.Errorf("EC2 read %s after the failed release: want it soon", now.Sub(t0.Add(time.Hour)))
+	}
+	n.Step(now, ResyncResult{JobID: resync.ID, ENIs: []ENIInfo{eni}})
+	// Back in the pool, they are the surplus again: released once more.
+	jobs, _ = drain(t, n, now)
+	again, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.ReleaseBlocks })
+	if !ok || !slices.Equal(again.Action.Blocks, rel.Action.Blocks) {
+		t.Fatalf("after EC2 showed %v still assigned: jobs %+v, want them back in the pool and released again", rel.Action.Blocks, jobs)
 	}
 }
