@@ -141,8 +141,9 @@ type Agent struct {
 	saveCheckpoint func(path string, s checkpoint.State) error
 
 	mu sync.Mutex // guards below; never held across I/O
-	// replies routes each reply to the request that waits for it.
-	replies map[uint64]chan nodestate.Reply
+	// replies routes each reply, and an Add's announced address before
+	// it, to the request that waits for it.
+	replies map[uint64]chan answer
 	nextID  uint64
 	// httpAddrs are the introspection and metrics listeners, in that
 	// order, once bound (tests bind port 0).
@@ -202,7 +203,7 @@ func New(o Options) (*Agent, error) {
 		queries:       make(chan func(*nodestate.Node)),
 		done:          make(chan struct{}),
 		kubeKick:      make(chan struct{}, 1),
-		replies:       make(map[uint64]chan nodestate.Reply),
+		replies:       make(map[uint64]chan answer),
 		kube:          o.Kube,
 		budget:        o.Budget,
 		veths:         o.Veths,

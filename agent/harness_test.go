@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/internal/testlog"
@@ -174,6 +175,8 @@ type node struct {
 	veths Veths
 	// policy is the agent's NetworkPolicy enforcement (off when zero).
 	policy PolicyOptions
+	// save, when set, writes the checkpoint instead of disk.Save.
+	save func(path string, s checkpoint.State) error
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -230,6 +233,9 @@ func (n *node) start(t *testing.T) *running {
 	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Logger: log, AttachTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n.save != nil {
+		a.saveCheckpoint = n.save
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Agent: a, cancel: cancel, done: make(chan error, 1)}

@@ -75,6 +75,10 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 			a.loop.send(ctx, ev)
 		}()
 	}
+	// An Add hears its address before its reply, never after.
+	for _, r := range rd.Assigned {
+		a.loop.announce(r)
+	}
 	for _, r := range rd.Replies {
 		a.loop.deliver(r)
 	}
@@ -119,12 +123,25 @@ func (pt *ownerLoop) send(ctx context.Context, ev nodestate.Event) bool {
 	}
 }
 
+// answer is what a request hears from the owner: its reply or, for an
+// Add whose reply waits for the disk, first the address it is given
+// (nodestate.Ready.Assigned).
+type answer struct {
+	nodestate.Reply
+	assigned bool
+}
+
 // request sends the event built for a fresh request id and waits for its
-// reply. A caller that gives up is cancelled in the machine, where a
-// waiting Add still counts as demand.
-func (pt *ownerLoop) request(ctx context.Context, build func(id uint64) nodestate.Event) (nodestate.Reply, error) {
+// reply. assigned, when not nil, is called on the caller's goroutine
+// with an Add's address as soon as the machine has chosen it, while the
+// checkpoint that records it is written; the reply may still fail. A
+// caller that gives up is cancelled in the machine, where a waiting Add
+// still counts as demand.
+func (pt *ownerLoop) request(ctx context.Context, build func(id uint64) nodestate.Event, assigned func(nodestate.Reply)) (nodestate.Reply, error) {
 	a := pt.a
-	ch := make(chan nodestate.Reply, 1)
+	// Room for an announcement and the reply (or failPending's error),
+	// so the owner never blocks on a request.
+	ch := make(chan answer, 2)
 	a.mu.Lock()
 	a.nextID++
 	id := a.nextID
@@ -134,16 +151,24 @@ func (pt *ownerLoop) request(ctx context.Context, build func(id uint64) nodestat
 		a.loop.forget(id)
 		return nodestate.Reply{}, errors.Join(errStopped, ctx.Err())
 	}
-	select {
-	case r := <-ch:
-		return r, r.Err
-	case <-a.done:
-		a.loop.forget(id)
-		return nodestate.Reply{}, errStopped
-	case <-ctx.Done():
-		a.loop.forget(id)
-		a.loop.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
-		return nodestate.Reply{}, ctx.Err()
+	for {
+		select {
+		case r := <-ch:
+			if r.assigned {
+				if assigned != nil {
+					assigned(r.Reply)
+				}
+				continue
+			}
+			return r.Reply, r.Err
+		case <-a.done:
+			a.loop.forget(id)
+			return nodestate.Reply{}, errStopped
+		case <-ctx.Done():
+			a.loop.forget(id)
+			a.loop.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
+			return nodestate.Reply{}, ctx.Err()
+		}
 	}
 }
 
@@ -161,7 +186,19 @@ func (pt *ownerLoop) deliver(r nodestate.Reply) {
 	delete(a.replies, r.ID)
 	a.mu.Unlock()
 	if ok {
-		ch <- r
+		ch <- answer{Reply: r}
+	}
+}
+
+// announce hands an Add its address ahead of its reply; the request
+// stays registered for the reply.
+func (pt *ownerLoop) announce(r nodestate.Reply) {
+	a := pt.a
+	a.mu.Lock()
+	ch, ok := a.replies[r.ID]
+	a.mu.Unlock()
+	if ok {
+		ch <- answer{Reply: r, assigned: true}
 	}
 }
 
@@ -171,7 +208,7 @@ func (pt *ownerLoop) failPending() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, ch := range a.replies {
-		ch <- nodestate.Reply{ID: id, Err: errStopped}
+		ch <- answer{Reply: nodestate.Reply{ID: id, Err: errStopped}}
 		delete(a.replies, id)
 	}
 }
