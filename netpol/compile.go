@@ -67,8 +67,13 @@ func compile(ix *indexed, local []Local, mode Mode) Ruleset {
 // namespace, selectors parsed once.
 type indexed struct {
 	namespaces map[string]labels.Set
-	pods       map[string][]Pod // by namespace
-	policies   map[string][]*policy
+	// pods are the cluster's, shared with it, and byNS the indexes of
+	// those that can be peers (an address, not host network) by
+	// namespace: a copy of every pod was the largest thing the compiler
+	// kept between calls.
+	pods     []Pod
+	byNS     map[string][]int32
+	policies map[string][]*policy
 	// Per rule, computed once however many pods the policy selects:
 	// the peers, and for egress the whole result (its named ports are
 	// the peers', not the target's).
@@ -99,7 +104,8 @@ type policy struct {
 func index(c *Cluster) *indexed {
 	ix := &indexed{
 		namespaces: make(map[string]labels.Set, len(c.Namespaces)),
-		pods:       map[string][]Pod{},
+		pods:       c.Pods,
+		byNS:       map[string][]int32{},
 		policies:   map[string][]*policy{},
 		peers:      map[ruleRef]peerSet{},
 		egress:     map[ruleRef][]Allow{},
@@ -107,9 +113,9 @@ func index(c *Cluster) *indexed {
 	for name, l := range c.Namespaces {
 		ix.namespaces[name] = labels.Set(l)
 	}
-	for _, p := range c.Pods {
-		if p.IP.IsValid() && !p.HostNetwork {
-			ix.pods[p.Namespace] = append(ix.pods[p.Namespace], p)
+	for i, p := range c.Pods {
+		if peerCandidate(p) {
+			ix.byNS[p.Namespace] = append(ix.byNS[p.Namespace], int32(i))
 		}
 	}
 	for _, np := range c.Policies {
@@ -128,6 +134,10 @@ func index(c *Cluster) *indexed {
 	}
 	return ix
 }
+
+// peerCandidate says whether a pod can be a peer: it has an address of
+// its own.
+func peerCandidate(p Pod) bool { return p.IP.IsValid() && !p.HostNetwork }
 
 // policyTypes are the directions a policy isolates: those it lists, or
 // when it lists none, Ingress and, with egress rules, Egress.
@@ -257,9 +267,7 @@ func (ix *indexed) peerSetOf(ns string, peers []networkingv1.NetworkPolicyPeer) 
 			addBlock(&b, peer.IPBlock)
 			continue
 		}
-		for _, pp := range ix.selectPeers(ns, peer) {
-			b.Add(pp.IP)
-		}
+		ix.selectPeers(ns, peer, func(p *Pod) { b.Add(p.IP) })
 	}
 	set, _ := b.IPSet() // errors only for invalid prefixes, which addBlock skips
 	return peerSet{set: set, prefixes: set.Prefixes()}
@@ -270,16 +278,15 @@ func (ix *indexed) peerSetOf(ns string, peers []networkingv1.NetworkPolicyPeer) 
 // that has a container port of that name and protocol.
 func (ix *indexed) namedEgress(base Allow, peerSet *netipx.IPSet, named []networkingv1.NetworkPolicyPort) []Allow {
 	byPort := map[Port][]netip.Addr{}
-	for _, pods := range ix.pods {
-		for _, p := range pods {
-			if !base.AnyPeer && !peerSet.Contains(p.IP) {
-				continue
-			}
-			for _, pp := range named {
-				if cp, ok := namedPort(p, pp.Port.StrVal, protocolOf(pp.Protocol)); ok {
-					k := Port{Protocol: cp.Protocol, First: cp.Port, Last: cp.Port}
-					byPort[k] = append(byPort[k], p.IP)
-				}
+	for i := range ix.pods {
+		p := &ix.pods[i]
+		if !peerCandidate(*p) || !base.AnyPeer && !peerSet.Contains(p.IP) {
+			continue
+		}
+		for _, pp := range named {
+			if cp, ok := namedPort(*p, pp.Port.StrVal, protocolOf(pp.Protocol)); ok {
+				k := Port{Protocol: cp.Protocol, First: cp.Port, Last: cp.Port}
+				byPort[k] = append(byPort[k], p.IP)
 			}
 		}
 	}
@@ -300,13 +307,14 @@ func (ix *indexed) namedEgress(base Allow, peerSet *netipx.IPSet, named []networ
 	return out
 }
 
-// selectPeers are the pods one podSelector/namespaceSelector peer names.
-func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer) []Pod {
+// selectPeers calls f with each pod one podSelector/namespaceSelector
+// peer names.
+func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer, f func(*Pod)) {
 	podSel := labels.Everything()
 	if peer.PodSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
 		if err != nil {
-			return nil
+			return
 		}
 		podSel = s
 	}
@@ -316,7 +324,7 @@ func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyP
 	} else {
 		nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
 		if err != nil {
-			return nil
+			return
 		}
 		for name, l := range ix.namespaces {
 			if nsSel.Matches(l) {
@@ -324,15 +332,13 @@ func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyP
 			}
 		}
 	}
-	var out []Pod
 	for _, ns := range namespaces {
-		for _, p := range ix.pods[ns] {
-			if podSel.Matches(labels.Set(p.Labels)) {
-				out = append(out, p)
+		for _, i := range ix.byNS[ns] {
+			if p := &ix.pods[i]; podSel.Matches(labels.Set(p.Labels)) {
+				f(p)
 			}
 		}
 	}
-	return out
 }
 
 // addBlock adds an ipBlock's CIDR less its excepts. IPv6 blocks are
