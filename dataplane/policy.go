@@ -75,7 +75,7 @@ type policyState struct {
 type policyModel struct {
 	logDrops bool
 	chains   map[string]podChain
-	sets     map[string][]nftables.SetElement
+	sets     map[string][]v4Range
 }
 
 // podChain is one isolated pod's chain in one direction.
@@ -166,8 +166,7 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		return false, nil
 	}
 	d.policy = policyState{} // until this write is known to have landed
-	spec := next.spec()
-	done := policyState{last: next, use: spec.use()}
+	done := policyState{last: next, use: next.use()}
 	if consistent && last.logDrops == next.logDrops {
 		// An error in queueing is a bug in what we built, which a whole
 		// rewrite would repeat; and what was queued must not be sent.
@@ -181,6 +180,8 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		}
 		d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
 	}
+	// The whole table, its sets' elements made now.
+	spec := next.spec()
 	var have *tableState
 	if t != nil {
 		compare := last == nil
@@ -302,27 +303,50 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 	return dir, a, err == nil
 }
 
-// renderPeers is one peer set's elements and its content's name.
+// renderPeers is one peer set's address ranges and its content's name.
 func renderPeers(ps []netip.Prefix) renderedSet {
 	v4 := ipv4Only(ps)
 	if len(v4) == 0 {
 		return renderedSet{}
 	}
-	var elems []nftables.SetElement
+	rs := addrRanges(v4)
+	ranges := make([]v4Range, len(rs))
 	h := sha256.New()
-	for _, r := range addrRanges(v4) {
-		from := r.From().As4()
-		elems = append(elems, nftables.SetElement{Key: from[:]})
-		h.Write(from[:])
+	for i, r := range rs {
+		ranges[i] = v4Range{from: r.From().As4(), to: r.To().As4()}
+		h.Write(ranges[i].from[:])
 		if end := r.To().Next(); end.IsValid() {
 			e := end.As4()
-			elems = append(elems, nftables.SetElement{Key: e[:], IntervalEnd: true})
 			h.Write(e[:])
 		} else {
 			h.Write([]byte{0, 0, 0, 0})
 		}
 	}
-	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), elems: elems}
+	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), ranges: ranges}
+}
+
+// v4Range is an inclusive range of IPv4 addresses: how a peer set is
+// kept between writes, 8 bytes a range where its two set elements take
+// some 300 (a 1,668-prefix set was half a megabyte of the agent's heap).
+type v4Range struct{ from, to [4]byte }
+
+// setElements are an interval set's elements for ranges, made when the
+// set is written: each range's first address, and the address after its
+// last as the interval's end (none after 255.255.255.255).
+func setElements(ranges []v4Range) []nftables.SetElement {
+	elems := make([]nftables.SetElement, 0, 2*len(ranges))
+	keys := make([]byte, 0, 8*len(ranges))
+	key := func(a [4]byte) []byte {
+		keys = append(keys, a[:]...)
+		return keys[len(keys)-4 : len(keys) : len(keys)]
+	}
+	for _, r := range ranges {
+		elems = append(elems, nftables.SetElement{Key: key(r.from)})
+		if end := netip.AddrFrom4(r.to).Next(); end.IsValid() {
+			elems = append(elems, nftables.SetElement{Key: key(end.As4()), IntervalEnd: true})
+		}
+	}
+	return elems
 }
 
 // policyModelOf renders rs: each isolated pod's chain per direction, and
@@ -353,14 +377,14 @@ type peerSliceID struct {
 }
 
 type renderedSet struct {
-	name  string // "" when no IPv4 peer is left
-	elems []nftables.SetElement
+	name   string // "" when no IPv4 peer is left
+	ranges []v4Range
 }
 
 func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
+	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]v4Range{}}
 	used := map[peerSliceID]renderedSet{}
 	defer func() { pr.last = used }()
 	peerSet := func(ps []netip.Prefix) string {
@@ -374,7 +398,7 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 		}
 		used[id] = r
 		if r.name != "" {
-			m.sets[r.name] = r.elems
+			m.sets[r.name] = r.ranges
 		}
 		return r.name
 	}
@@ -531,6 +555,13 @@ func (n *nftConn) addRules(t *nftables.Table, c *nftables.Chain, rules []ruleSpe
 	}
 }
 
+// use is the table's use count when it holds m, spec().use() without
+// making the table: a chain and a counter per pod chain, the peer sets,
+// and the two base chains and two verdict maps.
+func (m *policyModel) use() uint32 {
+	return uint32(2*len(m.chains) + len(m.sets) + 4)
+}
+
 // spec is the whole table m describes: the pods' chains, counters and
 // map entries, the peer sets, and the base chains.
 func (m *policyModel) spec() tableSpec {
@@ -549,7 +580,7 @@ func (m *policyModel) spec() tableSpec {
 	spec.chains = append(spec.chains, policyBaseChain("forward", nftables.ChainHookForward, true),
 		policyBaseChain("input", nftables.ChainHookInput, false))
 	for _, name := range slices.Sorted(maps.Keys(m.sets)) {
-		spec.sets = append(spec.sets, setSpec{name: name, interval: true, elems: m.sets[name]})
+		spec.sets = append(spec.sets, setSpec{name: name, interval: true, elems: setElements(m.sets[name])})
 	}
 	spec.sets = append(spec.sets, setSpec{name: policyMapIngress, isMap: true, elems: in},
 		setSpec{name: policyMapEgress, isMap: true, elems: out})
@@ -579,9 +610,9 @@ func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) cha
 // the sets nothing uses any more. Counters of pods that stay are kept.
 func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) error {
 	var errs []error
-	for name, elems := range next.sets {
+	for name, ranges := range next.sets {
 		if _, ok := last.sets[name]; !ok {
-			errs = append(errs, n.addSet(peerSetObj(t, name), elems))
+			errs = append(errs, n.addSet(peerSetObj(t, name), setElements(ranges)))
 		}
 	}
 	ingress, egress := policyMaps(t)
