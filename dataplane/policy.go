@@ -3,11 +3,15 @@ package dataplane
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -369,6 +373,9 @@ func policyModelOf(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 type peerRenders struct {
 	mu   sync.Mutex
 	last map[peerSliceID]renderedSet
+	// chains are the last model's, whose rules a chain with the same
+	// name and digest reuses.
+	chains map[string]podChain
 }
 
 type peerSliceID struct {
@@ -386,7 +393,7 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 	defer pr.mu.Unlock()
 	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]v4Range{}}
 	used := map[peerSliceID]renderedSet{}
-	defer func() { pr.last = used }()
+	defer func() { pr.last, pr.chains = used, m.chains }()
 	peerSet := func(ps []netip.Prefix) string {
 		id := peerSliceID{&ps[0], len(ps)}
 		r, ok := used[id]
@@ -403,6 +410,7 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 		return r.name
 	}
 	seen := map[netip.Addr]bool{}
+	var allows []setAllow
 	for _, r := range rs.Pods {
 		if !r.Pod.IP.Is4() {
 			return nil, fmt.Errorf("pod %s/%s: address %v is not IPv4", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
@@ -413,59 +421,136 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 		seen[r.Pod.IP] = true
 		for _, ingress := range []bool{true, false} {
 			iso := r.Egress
-			dir := "egress"
 			if ingress {
-				iso, dir = r.Ingress, "ingress"
+				iso = r.Ingress
 			}
 			if iso == nil {
 				continue
 			}
 			ch := podChain{addr: r.Pod.IP, ingress: ingress, counter: dropCounter(r.Pod.IP, ingress)}
-			// What the rules say, hashed as it is rendered: cheaper
-			// than encoding every expression to compare chains.
-			sig := sha256.New()
-			fmt.Fprintf(sig, "%s/%s %v\n", r.Pod.Namespace, r.Pod.Name, logDrops)
-			for _, a := range iso.Allows {
+			// What the rules say, hashed before they are rendered: a
+			// chain the last model rendered from the same is reused,
+			// so a write renders the chains that changed (an ADD's),
+			// not every pod's.
+			allows = allows[:0]
+			sig := newChainSig(r.Pod, logDrops)
+			for i := range iso.Allows {
+				a := &iso.Allows[i]
 				if !a.AnyPeer && len(a.Peers) == 0 {
 					continue // allows nothing
 				}
-				var peer []expr.Any
 				set := "*"
 				if !a.AnyPeer {
-					set = peerSet(a.Peers)
-					if set == "" {
+					if set = peerSet(a.Peers); set == "" {
 						continue // IPv6 peers only: allows nothing here
 					}
-					peer = lookupAddr(!ingress, set)
 				}
-				fmt.Fprintf(sig, "%s %s %v\n", a.Rule, set, a.Ports)
-				comment := fitComment(a.Rule)
-				if a.Ports == nil {
-					ch.rules = append(ch.rules, ruleSpec{comment: comment, exprs: concat(peer, verdictReturn())})
-					continue
-				}
-				for _, p := range a.Ports {
-					ch.rules = append(ch.rules, ruleSpec{comment: comment, exprs: concat(peer, policyPort(p), verdictReturn())})
-				}
+				sig.allow(a, set)
+				allows = append(allows, setAllow{a, set})
 			}
-			who := fmt.Sprintf("%s %s/%s", dir, r.Pod.Namespace, r.Pod.Name)
-			if logDrops {
-				ch.rules = append(ch.rules, ruleSpec{comment: fitComment("log dropped connections, " + who),
-					exprs: concat(ctStateHas(expr.CtStateBitNEW),
-						[]expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: policyLogRate, Unit: expr.LimitTimeSecond, Burst: policyLogRate},
-							// The level is the kernel's default, written
-							// because the kernel reports it: the rule then
-							// reads back as written.
-							&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Level: expr.LogLevelWarning,
-								Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
+			ch.digest = sig.sum()
+			name := podChainName(r.Pod.IP, ingress)
+			if old, ok := pr.chains[name]; ok && old.digest == ch.digest {
+				ch.rules = old.rules
+			} else {
+				ch.rules = chainRules(r.Pod, ingress, logDrops, ch.counter, allows)
 			}
-			ch.rules = append(ch.rules, ruleSpec{comment: fitComment("what no policy allows, " + who),
-				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ch.counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
-			copy(ch.digest[:], sig.Sum(nil))
-			m.chains[podChainName(r.Pod.IP, ingress)] = ch
+			m.chains[name] = ch
 		}
 	}
 	return m, nil
+}
+
+// setAllow is an Allow that allows something here, with its peer set's
+// name ("*": any peer).
+type setAllow struct {
+	a   *verdicts.Allow
+	set string
+}
+
+// chainRules renders one isolated pod's chain in one direction: a rule
+// per allowed peers and port, returning; with logDrops, a rate-limited
+// log of new connections; then count and drop.
+func chainRules(pod verdicts.PodRef, ingress, logDrops bool, counter string, allows []setAllow) []ruleSpec {
+	var rules []ruleSpec
+	for _, sa := range allows {
+		a := sa.a
+		var peer []expr.Any
+		if sa.set != "*" {
+			peer = lookupAddr(!ingress, sa.set)
+		}
+		comment := fitComment(a.Rule)
+		if a.Ports == nil {
+			rules = append(rules, ruleSpec{comment: comment, exprs: concat(peer, verdictReturn())})
+			continue
+		}
+		for _, p := range a.Ports {
+			rules = append(rules, ruleSpec{comment: comment, exprs: concat(peer, policyPort(p), verdictReturn())})
+		}
+	}
+	dir := "egress"
+	if ingress {
+		dir = "ingress"
+	}
+	who := fmt.Sprintf("%s %s/%s", dir, pod.Namespace, pod.Name)
+	if logDrops {
+		rules = append(rules, ruleSpec{comment: fitComment("log dropped connections, " + who),
+			exprs: concat(ctStateHas(expr.CtStateBitNEW),
+				[]expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: policyLogRate, Unit: expr.LimitTimeSecond, Burst: policyLogRate},
+					// The level is the kernel's default, written
+					// because the kernel reports it: the rule then
+					// reads back as written.
+					&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Level: expr.LogLevelWarning,
+						Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
+	}
+	return append(rules, ruleSpec{comment: fitComment("what no policy allows, " + who),
+		exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
+}
+
+// chainSig hashes what a pod's chain says: the pod, logDrops, and each
+// Allow's rule, peer set and ports, field by field (fmt was most of the
+// time a write spent on a node's unchanged pods).
+type chainSig struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func newChainSig(pod verdicts.PodRef, logDrops bool) *chainSig {
+	s := &chainSig{h: sha256.New()}
+	s.str(pod.Namespace)
+	s.str(pod.Name)
+	s.buf = strconv.AppendBool(s.buf[:0], logDrops)
+	s.h.Write(s.buf)
+	return s
+}
+
+// str writes v with its length, so no two sequences of fields hash alike.
+func (s *chainSig) str(v string) {
+	s.buf = binary.BigEndian.AppendUint32(s.buf[:0], uint32(len(v)))
+	s.h.Write(s.buf)
+	io.WriteString(s.h, v)
+}
+
+func (s *chainSig) allow(a *verdicts.Allow, set string) {
+	s.str(a.Rule)
+	s.str(set)
+	if a.Ports == nil {
+		s.str("every port")
+		return
+	}
+	s.buf = binary.BigEndian.AppendUint32(s.buf[:0], uint32(len(a.Ports)))
+	for _, p := range a.Ports {
+		s.buf = append(s.buf, p.Protocol...)
+		s.buf = append(s.buf, 0)
+		s.buf = binary.BigEndian.AppendUint16(s.buf, p.First)
+		s.buf = binary.BigEndian.AppendUint16(s.buf, p.Last)
+	}
+	s.h.Write(s.buf)
+}
+
+func (s *chainSig) sum() (d [32]byte) {
+	copy(d[:], s.h.Sum(nil))
+	return d
 }
 
 // ipv4Only is ps without its IPv6 prefixes, ps itself when it has none.

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -336,4 +337,48 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// A write renders the chains whose rules changed and takes the others
+// from the last model: an ADD renders its own pod's, not every pod's.
+func TestAWriteRendersOnlyTheChainsThatChanged(t *testing.T) {
+	iso := func(port uint16) *verdicts.Isolation {
+		return &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "shop/p ingress[0]", Peers: prefixes("10.1.0.0/24"),
+			Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: port, Last: port}}}}}
+	}
+	rs := func(port uint16, name string) verdicts.Ruleset {
+		second := podRef("10.0.0.6")
+		second.Name = name
+		return verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: iso(80)}, {Pod: second, Ingress: iso(port)}}}
+	}
+	var pr peerRenders
+	first, err := pr.model(rs(80, "b"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := first
+	for _, next := range []struct {
+		what string
+		rs   verdicts.Ruleset
+	}{
+		{"a port changed", rs(443, "b")},
+		{"the pod renamed", rs(443, "c")},
+	} {
+		m, err := pr.model(next.rs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &m.chains["in-10.0.0.5"].rules[0] != &first.chains["in-10.0.0.5"].rules[0] {
+			t.Errorf("%s: the unchanged pod's chain was rendered again", next.what)
+		}
+		fresh := mustModel(t, next.rs, true).chains["in-10.0.0.6"]
+		got := m.chains["in-10.0.0.6"]
+		if got.digest == last.chains["in-10.0.0.6"].digest {
+			t.Errorf("%s: the changed pod's chain has its last digest", next.what)
+		}
+		if got.digest != fresh.digest || !reflect.DeepEqual(got.rules, fresh.rules) {
+			t.Errorf("%s: the changed pod's chain is not what a fresh render makes", next.what)
+		}
+		last = m
+	}
 }
