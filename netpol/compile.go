@@ -3,6 +3,7 @@ package netpol
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -18,27 +19,58 @@ import (
 // policies. Local pods without an address, and host-network ones, are
 // left out: nothing routes to them through the pod network.
 func Compile(c *Cluster, local []Local, mode Mode) Ruleset {
-	return compile(index(c), local, mode)
+	ix := index(c)
+	return compile(local, mode, ix.rulesOf)
 }
 
 // Compiler compiles as Compile does, keeping each rule's peers from one
 // call to the next while the cluster's Generation stays the same: a new
 // pod on the node (an ADD) then costs its own policies' rules, not every
-// selector's walk over the cluster's pods.
+// selector's walk over the cluster's pods. It keeps each local pod's
+// verdicts too, handed again while the pod's namespace, labels and named
+// ports are unchanged: an ADD compiles its own pod, not the node's
+// hundred. The verdicts it hands out are shared from one call to the
+// next and must not be changed.
 type Compiler struct {
-	gen uint64
-	ix  *indexed
+	gen  uint64
+	mode Mode
+	ix   *indexed
+	kept map[podName]keptRules
+}
+
+type podName struct{ namespace, name string }
+
+// keptRules are one local pod's verdicts and what they were compiled
+// from.
+type keptRules struct {
+	labels map[string]string
+	ports  []ContainerPort
+	rules  PodRules
 }
 
 // Compile is Compile, with the cache.
 func (cc *Compiler) Compile(c *Cluster, local []Local, mode Mode) Ruleset {
-	if cc.ix == nil || c.Generation == 0 || c.Generation != cc.gen {
-		cc.ix, cc.gen = index(c), c.Generation
+	if cc.ix == nil || c.Generation == 0 || c.Generation != cc.gen || mode != cc.mode {
+		cc.ix, cc.gen, cc.mode, cc.kept = index(c), c.Generation, mode, nil
 	}
-	return compile(cc.ix, local, mode)
+	kept := make(map[podName]keptRules, len(local))
+	rs := compile(local, mode, func(p Pod) PodRules {
+		k := podName{p.Namespace, p.Name}
+		if r, ok := cc.kept[k]; ok && maps.Equal(r.labels, p.Labels) && slices.Equal(r.ports, p.Ports) {
+			kept[k] = r
+			return r.rules
+		}
+		r := keptRules{labels: p.Labels, ports: p.Ports, rules: cc.ix.rulesOf(p)}
+		kept[k] = r
+		return r.rules
+	})
+	cc.kept = kept
+	return rs
 }
 
-func compile(ix *indexed, local []Local, mode Mode) Ruleset {
+// compile gathers the verdicts of the local pods, rulesOf giving those of
+// a pod whose labels are known.
+func compile(local []Local, mode Mode, rulesOf func(Pod) PodRules) Ruleset {
 	var rs Ruleset
 	for _, l := range local {
 		p := l.Pod
@@ -52,7 +84,7 @@ func compile(ix *indexed, local []Local, mode Mode) Ruleset {
 			}
 			continue
 		}
-		r := ix.rulesOf(p)
+		r := rulesOf(p)
 		if r.Ingress == nil && r.Egress == nil {
 			continue
 		}
@@ -181,10 +213,10 @@ func (ix *indexed) rulesOf(p Pod) PodRules {
 			}
 			r.Egress.Policies = append(r.Egress.Policies, pol.key)
 			for i, rule := range pol.spec.Egress {
-				where := fmt.Sprintf("%s egress[%d]", pol.key, i)
 				ref := ruleRef{policy: pol.key, egress: true, index: i}
 				allows, ok := ix.egress[ref]
 				if !ok {
+					where := fmt.Sprintf("%s egress[%d]", pol.key, i)
 					allows = ix.allows(ref, where, pol.ns, rule.To, rule.Ports, nil)
 					ix.egress[ref] = allows
 				}
