@@ -3,9 +3,10 @@
 # vpcnet's image: vpcnetd (the agent, the entrypoint), the vpcnet CNI plugin
 # and vpcnet-install (the DaemonSet's init container copies the plugin onto
 # the node), vpcnet-budget (the EC2 budget controller's Deployment runs it),
-# vpcnetctl for `kubectl exec`, and the reference portmap plugin,
-# which the CNI configuration chains and vpcnet-install puts on nodes that
-# lack it. Static binaries on distroless, root variant: the agent needs root
+# vpcnetctl for `kubectl exec`, and the reference portmap and bandwidth
+# plugins, which vpcnet-install puts on nodes that lack them: the CNI
+# configuration chains bandwidth with ENABLE_BANDWIDTH_PLUGIN=true (as
+# aws-node's does), and a node's own configurations may chain portmap. Static binaries on distroless, root variant: the agent needs root
 # for netlink, nftables and its host paths.
 #
 #   docker build -t registry.example.com/vpcnet:dev .
@@ -27,13 +28,15 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     go build -ldflags="-s -w" -o /out/ ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-install ./cmd/vpcnet-budget ./cmd/vpcnetctl
-# portmap is built from its own module, so vpcnet's go.mod need not carry
-# its dependencies. go install puts a cross-compiled binary in
-# bin/GOOS_GOARCH; find copes with both layouts.
+# The reference plugins are built from their own module, so vpcnet's
+# go.mod need not carry their dependencies. go install puts a
+# cross-compiled binary in bin/GOOS_GOARCH; find copes with both layouts.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go install -ldflags="-s -w" github.com/containernetworking/plugins/plugins/meta/portmap@${CNI_PLUGINS_VERSION} && \
+    go install -ldflags="-s -w" github.com/containernetworking/plugins/plugins/meta/portmap@${CNI_PLUGINS_VERSION} \
+        github.com/containernetworking/plugins/plugins/meta/bandwidth@${CNI_PLUGINS_VERSION} && \
     find "$(go env GOPATH)/bin" -type f -name portmap -exec cp {} /out/portmap \;  && \
-    test -x /out/portmap
+    find "$(go env GOPATH)/bin" -type f -name bandwidth -exec cp {} /out/bandwidth \;  && \
+    test -x /out/portmap && test -x /out/bandwidth
 
 FROM gcr.io/distroless/static-debian12:latest
 # vpcnet-install finds the plugins beside itself.

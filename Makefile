@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
+.PHONY: all build build-sim test lint unit kubetest bench generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
 
 all: build
 
@@ -157,6 +157,22 @@ kube-bins:
 	done
 	@echo "kube-bins: $(KUBE_BIN) has $(KUBE_PROGRAMS)"
 
+# aws-node-bins links the Amazon VPC CNI into bin/aws-node for the
+# switch-over tests: its programs at the release tools/aws-node pins
+# (hack/kube-build.sh aws-node builds them from the Go module proxy once,
+# about 6 minutes on 2 cores, and caches them), and from its module, the
+# files its image carries and its own manifest.
+AWS_NODE_BIN := $(BIN)/aws-node
+aws-node-bins:
+	@mkdir -p $(AWS_NODE_BIN)
+	@paths="$$(hack/kube-build.sh aws-node)" || exit 1; \
+	for path in $$paths; do ln -sfn "$$path" $(AWS_NODE_BIN)/$$(basename "$$path"); done
+	@mod="$$(cd tools/aws-node && $(GO) list -m -f '{{.Dir}}' github.com/aws/amazon-vpc-cni-k8s)" && \
+	test -n "$$mod" && ln -sfn "$$mod/misc/10-aws.conflist" $(AWS_NODE_BIN)/10-aws.conflist && \
+	ln -sfn "$$mod/misc/eni-max-pods.txt" $(AWS_NODE_BIN)/eni-max-pods.txt && \
+	ln -sfn "$$mod/config/master/aws-k8s-cni.yaml" $(AWS_NODE_BIN)/aws-k8s-cni.yaml
+	@echo "aws-node-bins: $(AWS_NODE_BIN) has the Amazon VPC CNI's programs, files and manifest"
+
 # The vpcnet image holds what the Dockerfile puts in it.
 build-image-bins: build-sim
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/vpcnet-install ./cmd/vpcnet-budget
@@ -165,8 +181,8 @@ build-image-bins: build-sim
 # (simcluster/kubecluster): a Deployment over two nodes, pod to pod, a
 # ClusterIP Service through kube-proxy, and the field stories that need a
 # real kubelet. Root; about 2 minutes per cluster on 2 cores.
-cluster-test: build-image-bins kube-bins
-	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) $(GO) test -count=1 -v -timeout 40m ./simcluster/kubecluster/
+cluster-test: build-image-bins kube-bins aws-node-bins
+	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_AWS_NODE_DIR=$(AWS_NODE_BIN) $(GO) test -count=1 -v -timeout 40m ./simcluster/kubecluster/
 
 # cluster-demo brings up the local cloud with Kubernetes, deploys ten pods
 # and checks connectivity with kubectl, then removes everything.

@@ -2,13 +2,20 @@
 // pool at target through EC2, serves the CNI plugin over a root-only unix
 // socket, and reports what it is doing and why.
 //
-// The shape is etcd raft's: one goroutine (loop.go) owns the node's state,
-// a pure state machine (agent/nodestate). Plugin requests, EC2 and host
+// The shape is etcd raft's: one owner (loop.go) owns the node's state, a
+// pure state machine (agent/nodestate). Plugin requests, EC2 and host
 // results, checkpoint acknowledgements and clock ticks reach it as events;
 // it hands out what must be done (a checkpoint write, EC2 and host jobs,
-// replies) and never waits on disk or network itself. The store
-// (store.go) writes the checkpoint, the executor (agent/executor) runs the
-// jobs, and replies leave only once what they promise is on disk.
+// replies) and never waits on disk or network itself. The writes and the
+// jobs (run by agent/executor) go to the Effects, and replies leave only
+// once what they promise is on disk.
+//
+// This is the one shell: vpcnetd runs it with Run (the owner a goroutine,
+// each piece of work on a goroutine, the node's files and clock), and the
+// deterministic simulation and the scale driver run the same start-up and
+// owner with Start and Step, in worlds of their own (a manual clock, the
+// EC2 emulator, a fake host, a disk in memory, Effects that they
+// schedule).
 package agent
 
 import (
@@ -20,10 +27,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/budget/budgetapi"
-	"github.com/vpcnet/vpcnet/checkpoint"
-	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
@@ -62,6 +68,12 @@ type Options struct {
 	Veths Veths
 	// Policy is NetworkPolicy enforcement; its zero value is off.
 	Policy PolicyOptions
+	// Disk holds the checkpoint and the CNI configuration. Nil: the
+	// node's file system.
+	Disk Disk
+	// Effects runs the owner's work. Nil: vpcnetd's goroutines. A driver
+	// that brings its own runs the agent with Start and Step, not Run.
+	Effects Effects
 }
 
 // Veths deletes a pod's veth pair.
@@ -121,30 +133,29 @@ type Agent struct {
 	// kubeKick wakes the Kubernetes bridge; kicks coalesce.
 	kubeKick chan struct{}
 
-	// The agent's parts, each with its own methods: the owner goroutine
-	// and what it hands work to (loop), the HTTP views (views), start-up
-	// (starter) and the Kubernetes bridge (bridge).
-	loop    ownerLoop
-	views   views
-	starter starter
-	bridge  kubeBridge
-	spender spender
+	// The owner's state: the state machine, the executor its jobs run on
+	// and when the machine next wants a Tick. Start-up sets them before
+	// the owner runs; from then on only the owner touches them (vpcnetd's
+	// owner goroutine, or a driver that is the owner itself).
+	node *nodestate.Node
+	x    *executor.Executor
+	wake time.Time
+	// fx runs the owner's work; disk holds its files.
+	fx   Effects
+	disk Disk
+	// writes are the checkpoint writes handed out and not finished; the
+	// owner goroutine waits for them before it stops.
+	writes sync.WaitGroup
+	// replies route replies to the requests waiting for them.
+	replies replies
 	// ports are the pods' hostPorts.
 	ports *hostPortKeeper
 	// policy is the pods' NetworkPolicy rules.
 	policy *policyKeeper
 	// veths deletes the veths of deleted pods; nil leaves it to the plugin.
 	veths Veths
-	// saveCheckpoint replaces the checkpoint file durably (disk.Save). It
-	// is a field so a test can hand the store a write that blocks or
-	// fails and check that no reply leaves before the disk has answered.
-	saveCheckpoint func(path string, s checkpoint.State) error
 
 	mu sync.Mutex // guards below; never held across I/O
-	// replies routes each reply, and an Add's announced address before
-	// it, to the request that waits for it.
-	replies map[uint64]chan answer
-	nextID  uint64
 	// httpAddrs are the introspection and metrics listeners, in that
 	// order, once bound (tests bind port 0).
 	httpAddrs []string
@@ -203,14 +214,18 @@ func New(o Options) (*Agent, error) {
 		queries:       make(chan func(*nodestate.Node)),
 		done:          make(chan struct{}),
 		kubeKick:      make(chan struct{}, 1),
-		replies:       make(map[uint64]chan answer),
 		kube:          o.Kube,
 		budget:        o.Budget,
 		veths:         o.Veths,
-
-		saveCheckpoint: disk.Save,
+		fx:            o.Effects,
+		disk:          o.Disk,
 	}
-	a.loop.a, a.views.a, a.starter.a, a.bridge.a, a.spender.a = a, a, a, a, a
+	if a.fx == nil {
+		a.fx = goroutines{clk: o.Clock, send: a.send}
+	}
+	if a.disk == nil {
+		a.disk = files{}
+	}
 	a.ports = newHostPortKeeper(o.Config.HostPortPath(), o.HostPorts, o.Logger, o.Clock)
 	a.policy = newPolicyKeeper(o.Policy, o.Logger, o.Clock)
 	a.ready = newReadiness(a.clk.Now, conditionOrder(o.Config.CustomNetwork))
@@ -257,11 +272,3 @@ func (a *Agent) maxENIs() int {
 func (a *Agent) hostVeth(p ipam.Pod) string {
 	return netfacts.HostVethName(a.cfg.VethPrefix, p.Namespace, p.Name)
 }
-
-// The agent's parts hold no state of their own; each reaches the agent.
-type (
-	ownerLoop  struct{ a *Agent }
-	views      struct{ a *Agent }
-	starter    struct{ a *Agent }
-	kubeBridge struct{ a *Agent }
-)

@@ -203,8 +203,12 @@ func TestMissingCheckpointWithLivePodsReleasesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The checkpoint is lost (story 2), and the targets now want far
-	// fewer addresses than the node holds.
+	// fewer addresses than the node holds. The Amazon VPC CNI's copy
+	// that the stop handed back goes too, or the start imports it.
 	if err := os.Remove(filepath.Join(n.env["VPCNET_STATE_DIR"], "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(n.env["VPCNET_AWS_VPC_CNI_CHECKPOINT"]); err != nil {
 		t.Fatal(err)
 	}
 	n.env["WARM_IP_TARGET"] = "1"
@@ -232,7 +236,7 @@ func TestMissingCheckpointWithLivePodsReleasesNothing(t *testing.T) {
 			}
 		}
 	}
-	v, _ := b.loop.view(ctx)
+	v, _ := b.view(ctx)
 	hold := v.ReleaseHold
 	if hold == "" {
 		t.Fatal("no release hold while live pods are unknown to the checkpoint")
@@ -350,7 +354,7 @@ func TestAFullSubnetIsNotAskedAgainOnEveryRetry(t *testing.T) {
 		t.Errorf("%d CreateNetworkInterface calls during 3 s of retries after the first refusal; want at most one more", n-first)
 	}
 	// /v1/status says what the agent wants to do and that it is waiting.
-	st := a.views.statusView(context.Background()).(statusView)
+	st := a.statusView(context.Background()).(statusView)
 	if len(st.Planned) == 0 || !strings.Contains(st.Planned[0], "attach") || !strings.Contains(st.Planned[0], "WARM_ENI_TARGET") {
 		t.Errorf("/v1/status planned = %q; want the ENI attach and its reason", st.Planned)
 	}
@@ -363,7 +367,7 @@ func TestStatusPlansNothingWhenThePoolIsAtTarget(t *testing.T) {
 	w := newWorld(t)
 	a := w.node("i-node1", nil).start(t)
 	a.waitReady(t)
-	if st := a.views.statusView(context.Background()).(statusView); len(st.Planned) != 0 || st.GrowthHeldUntil != nil {
+	if st := a.statusView(context.Background()).(statusView); len(st.Planned) != 0 || st.GrowthHeldUntil != nil {
 		t.Errorf("an idle node at its warm target plans %q, growth held until %v", st.Planned, st.GrowthHeldUntil)
 	}
 }

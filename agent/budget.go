@@ -8,17 +8,14 @@ import (
 	"github.com/vpcnet/vpcnet/clock"
 )
 
-// spender is the agent's side of the cluster's EC2 budget (Options.Budget):
-// it asks before jobs call EC2 and keeps the machine told of subnet
-// pressure.
-type spender struct{ a *Agent }
+// The agent's side of the cluster's EC2 budget (Options.Budget): it asks
+// before jobs call EC2 and keeps the machine told of subnet pressure.
 
 // granted waits until the cluster's EC2 budget, if there is one, grants
 // the job's calls: pods waiting for the job (nodestate's Urgent, read
 // afresh at every ask) go before warm-pool work. It is false only when
 // ctx ended.
-func (pt *spender) granted(ctx context.Context, j nodestate.Job) bool {
-	a := pt.a
+func (a *Agent) granted(ctx context.Context, j nodestate.Job) bool {
 	calls := j.Calls()
 	if a.budget == nil || len(calls) == 0 {
 		return true
@@ -33,8 +30,7 @@ func (pt *spender) granted(ctx context.Context, j nodestate.Job) bool {
 // watchPressure asks the budget controller, every reconcile interval,
 // which of the pool's subnets are nearly full, reporting those EC2 found
 // out of addresses, and tells the machine when the answer changes.
-func (pt *spender) watchPressure(ctx context.Context) {
-	a := pt.a
+func (a *Agent) watchPressure(ctx context.Context) {
 	var last []string
 	for clock.Sleep(a.clk, a.cfg.ReconcileInterval, ctx.Done()) {
 		h := a.summary.Load()
@@ -51,7 +47,7 @@ func (pt *spender) watchPressure(ctx context.Context) {
 			a.log.Info("subnet pressure over: warm pool targets back in force")
 		}
 		last = p
-		if !a.loop.send(ctx, nodestate.SubnetPressure{Subnets: p}) {
+		if !a.send(ctx, nodestate.SubnetPressure{Subnets: p}) {
 			return
 		}
 	}

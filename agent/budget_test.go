@@ -91,7 +91,7 @@ func TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController(t *testing.T) {
 	if ctl.count(ctl.urgent, "CreateNetworkInterface") == 0 {
 		t.Errorf("the ENI waiting pods needed was not asked for as urgent")
 	}
-	st := a.views.statusView(context.Background()).(statusView)
+	st := a.statusView(context.Background()).(statusView)
 	if b := st.Budget; b == nil || b.Granted == 0 || b.Alone != 0 || b.AloneUntil != nil {
 		t.Errorf("/v1/status budget %+v; want grants and no job gone alone", b)
 	}
@@ -124,7 +124,7 @@ func TestWithoutAControllerTheAgentServesOnItsOwn(t *testing.T) {
 		t.Errorf("outcomes %v; want every ask to go alone", outcomes)
 	}
 	// The operator sees why in /v1/status.
-	st := a.views.statusView(context.Background()).(statusView)
+	st := a.statusView(context.Background()).(statusView)
 	if b := st.Budget; b == nil || b.AloneUntil == nil || !strings.Contains(b.AloneBecause, "vpcnet-budget not found") {
 		t.Errorf("/v1/status budget %+v; want the agent going alone because the Lease is not found", b)
 	}

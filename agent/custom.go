@@ -26,8 +26,7 @@ import (
 // knows into diagnostics and, with custom networking, into the ENIConfig
 // verdict the state machine plans with. It runs on its own goroutine: the
 // subnet check calls EC2.
-func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
-	a := pt.a
+func (a *Agent) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -35,16 +34,18 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 		var last nodestate.ENIConfigUpdate
 		var lastMaxPods introspect.MaxPods
 		var lastBound []ipam.Pod
+		var lastCordon bool
 		first := true
 		for {
-			a.bridge.noteKube()
-			lastMaxPods = a.bridge.noteMaxPods(ctx, lastMaxPods)
-			lastBound = a.bridge.noteScheduled(ctx, lastBound)
+			a.noteKube()
+			lastMaxPods = a.noteMaxPods(ctx, lastMaxPods)
+			lastCordon = a.noteCordon(ctx, lastCordon)
+			lastBound = a.noteScheduled(ctx, lastBound)
 			if a.cfg.CustomNetwork {
-				up := a.bridge.evalENIConfig(ctx, checks)
+				up := a.evalENIConfig(ctx, checks)
 				if first || up.OK != last.OK || up.Message != last.Message {
-					a.loop.send(ctx, up)
-					a.bridge.eniConfigChanged(up)
+					a.send(ctx, up)
+					a.eniConfigChanged(up)
 				}
 				first, last = false, up
 			}
@@ -64,21 +65,19 @@ func (pt *kubeBridge) bridgeKube(ctx context.Context, wg *sync.WaitGroup) {
 // noteScheduled tells the state machine which pods the API server has
 // bound to the node when that changed since last (the pods it was told):
 // Adds on their way, whose attachments can start before they come.
-func (pt *kubeBridge) noteScheduled(ctx context.Context, last []ipam.Pod) []ipam.Pod {
-	a := pt.a
+func (a *Agent) noteScheduled(ctx context.Context, last []ipam.Pod) []ipam.Pod {
 	pods := a.kube.ScheduledPods()
 	if slices.Equal(pods, last) {
 		return last
 	}
-	if !a.loop.send(ctx, nodestate.PodsScheduled{Pods: pods}) {
+	if !a.send(ctx, nodestate.PodsScheduled{Pods: pods}) {
 		return last
 	}
 	return pods
 }
 
 // kubeChanged is the Kubernetes layer's callback; it must not block.
-func (pt *kubeBridge) kubeChanged() {
-	a := pt.a
+func (a *Agent) kubeChanged() {
 	select {
 	case a.kubeKick <- struct{}{}:
 	default:
@@ -86,8 +85,7 @@ func (pt *kubeBridge) kubeChanged() {
 }
 
 // evalENIConfig decides whether the node's ENIConfig is usable now.
-func (pt *kubeBridge) evalENIConfig(ctx context.Context, checks map[string]string) nodestate.ENIConfigUpdate {
-	a := pt.a
+func (a *Agent) evalENIConfig(ctx context.Context, checks map[string]string) nodestate.ENIConfigUpdate {
 	ks := a.kube.State()
 	ec := ks.ENIConfig
 	groups := ec.SecurityGroups
@@ -101,7 +99,7 @@ func (pt *kubeBridge) evalENIConfig(ctx context.Context, checks map[string]strin
 	case !ec.Found:
 		problem = ec.Problem
 	default:
-		problem = a.bridge.checkENISubnet(ctx, ec, checks)
+		problem = a.checkENISubnet(ctx, ec, checks)
 	}
 	if problem != "" {
 		return nodestate.ENIConfigUpdate{Message: problem}
@@ -112,8 +110,7 @@ func (pt *kubeBridge) evalENIConfig(ctx context.Context, checks map[string]strin
 }
 
 // eniConfigChanged reports a new verdict: readiness, the log, an Event.
-func (pt *kubeBridge) eniConfigChanged(up nodestate.ENIConfigUpdate) {
-	a := pt.a
+func (a *Agent) eniConfigChanged(up nodestate.ENIConfigUpdate) {
 	a.mu.Lock()
 	a.eniCfgMsg = up.Message
 	a.mu.Unlock()
@@ -132,8 +129,7 @@ func (pt *kubeBridge) eniConfigChanged(up nodestate.ENIConfigUpdate) {
 // checkENISubnet asks EC2 about the ENIConfig's subnet once: an ENI in
 // another zone cannot attach to this instance, and one outside the VPC
 // cannot exist here. It returns what is wrong, or "".
-func (pt *kubeBridge) checkENISubnet(ctx context.Context, ec ENIConfigState, checks map[string]string) string {
-	a := pt.a
+func (a *Agent) checkENISubnet(ctx context.Context, ec ENIConfigState, checks map[string]string) string {
 	if verdict, known := checks[ec.Subnet]; known {
 		return describeENIConfig(ec, verdict)
 	}

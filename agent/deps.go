@@ -28,6 +28,9 @@ const (
 	ReasonEC2Error        = nodestate.ReasonEC2Error
 	ReasonPending         = nodestate.ReasonPending
 	ReasonENIConfig       = nodestate.ReasonENIConfig
+	// ReasonCordoned: the node is cordoned and
+	// AWS_MANAGE_ENIS_NON_SCHEDULABLE=false holds the pool.
+	ReasonCordoned = nodestate.ReasonCordoned
 	// ReasonSubnetFragmented: free addresses but no free /28 for a prefix.
 	ReasonSubnetFragmented = nodestate.ReasonSubnetFragmented
 )

@@ -18,7 +18,10 @@ const (
 	EventEC2Error        = "EC2Error"
 	EventPending         = "AddressPending"
 	EventENIConfig       = "ENIConfigNotReady"
-	EventLeakedENI       = "LeakedENICollected"
+	// EventCordoned: the node is cordoned, and
+	// AWS_MANAGE_ENIS_NON_SCHEDULABLE=false holds its pool.
+	EventCordoned  = "NodeCordoned"
+	EventLeakedENI = "LeakedENICollected"
 	// EventSubnetFragmented: the subnet has free addresses but no free
 	// /28 for a prefix; the node falls back to single addresses.
 	EventSubnetFragmented = "SubnetFragmented"
@@ -35,6 +38,7 @@ var podEventReasons = map[string]string{
 	ReasonEC2Error:         EventEC2Error,
 	ReasonPending:          EventPending,
 	ReasonENIConfig:        EventENIConfig,
+	ReasonCordoned:         EventCordoned,
 	ReasonSubnetFragmented: EventSubnetFragmented,
 }
 

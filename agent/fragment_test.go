@@ -40,7 +40,7 @@ func TestFragmentedSubnetStillStartsPods(t *testing.T) {
 			t.Errorf("pod %d got %s from block %s, want a single secondary address", i, as.Addr, as.Block)
 		}
 	}
-	st := a.views.statusView(ctx).(statusView)
+	st := a.statusView(ctx).(statusView)
 	f := st.PrefixFallback
 	if f == nil {
 		t.Fatalf("/v1/status shows no prefix fallback; last EC2 error %q", st.LastEC2Error)

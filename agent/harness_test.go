@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
-	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/internal/testlog"
@@ -175,8 +174,9 @@ type node struct {
 	veths Veths
 	// policy is the agent's NetworkPolicy enforcement (off when zero).
 	policy PolicyOptions
-	// save, when set, writes the checkpoint instead of disk.Save.
-	save func(path string, s checkpoint.State) error
+	// disk, when set, holds the agent's files instead of the node's
+	// file system.
+	disk Disk
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -215,6 +215,21 @@ type running struct {
 
 func (n *node) start(t *testing.T) *running {
 	t.Helper()
+	a, err := New(n.options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+// options are the agent's on this node: its settings, an EC2 client of
+// the node's instance, its host and layers.
+func (n *node) options(t *testing.T) Options {
+	t.Helper()
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := n.env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -230,18 +245,7 @@ func (n *node) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Logger: log, AttachTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.save != nil {
-		a.saveCheckpoint = n.save
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Agent: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { r.stop() })
-	return r
+	return Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Disk: n.disk, Logger: log, AttachTimeout: 10 * time.Second}
 }
 
 func (r *running) stop() error {
@@ -276,7 +280,7 @@ func (r *running) settle(t *testing.T, want func(ipam.Stats) bool) ipam.Stats {
 	deadline := time.Now().Add(20 * time.Second)
 	var st ipam.Stats
 	for time.Now().Before(deadline) {
-		v, _ := r.loop.view(context.Background())
+		v, _ := r.view(context.Background())
 		st = v.Stats
 		if want(st) {
 			return st
@@ -306,10 +310,10 @@ func failing(conds []Condition) string {
 // reconcile reads EC2 and the host again now and waits until every job
 // that started has answered.
 func (r *running) reconcile(ctx context.Context, _ bool) {
-	r.loop.send(ctx, nodestate.ResyncNow{})
+	r.send(ctx, nodestate.ResyncNow{})
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if v, _ := r.loop.view(ctx); v.InFlight == 0 && v.Attaching == 0 {
+		if v, _ := r.view(ctx); v.InFlight == 0 && v.Attaching == 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -320,6 +324,6 @@ func (r *running) reconcile(ctx context.Context, _ bool) {
 func (r *running) lookup(k ipam.Key) (ipam.Assignment, bool) {
 	var as ipam.Assignment
 	var ok bool
-	r.loop.query(context.Background(), func(n *nodestate.Node) { as, _, ok = n.Lookup(k) })
+	r.query(context.Background(), func(n *nodestate.Node) { as, _, ok = n.Lookup(k) })
 	return as, ok
 }

@@ -264,7 +264,7 @@ func (k *hostPortKeeper) sweep(ctx context.Context, keep func([]hostport.Entry) 
 func liveHostPorts(ctx context.Context, a *Agent) func([]hostport.Entry) map[ipam.Key]bool {
 	return func(entries []hostport.Entry) map[ipam.Key]bool {
 		live := map[ipam.Key]bool{}
-		err := a.loop.query(ctx, func(n *nodestate.Node) {
+		err := a.query(ctx, func(n *nodestate.Node) {
 			for _, e := range entries {
 				as, _, ok := n.Lookup(e.Key)
 				live[e.Key] = ok && as.Addr == e.Addr

@@ -135,7 +135,7 @@ func (r *running) waitCondition(t *testing.T, name string, ok bool, want string)
 	deadline := time.Now().Add(20 * time.Second)
 	var last Condition
 	for time.Now().Before(deadline) {
-		r.bridge.kubeChanged()
+		r.kubeChanged()
 		_, conds := r.ready.get()
 		_, diag := r.diag.get()
 		for _, c := range append(conds, diag...) {

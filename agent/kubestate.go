@@ -9,14 +9,13 @@ import (
 
 // startKube runs the Kubernetes layer beside the agent. Nothing the agent
 // does for pods already known waits for it.
-func (pt *kubeBridge) startKube(ctx context.Context, wg *sync.WaitGroup) {
-	a := pt.a
+func (a *Agent) startKube(ctx context.Context, wg *sync.WaitGroup) {
 	self := a.info().self
 	inst := Instance{ID: self.InstanceID, AvailabilityZone: self.AvailabilityZone}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := a.kube.Run(ctx, inst, a.bridge.kubeChanged); err != nil {
+		if err := a.kube.Run(ctx, inst, a.kubeChanged); err != nil {
 			a.log.Error("Kubernetes layer stopped; node identity, Events, custom networking and the startup taint are off", "err", err)
 		}
 	}()
@@ -24,8 +23,7 @@ func (pt *kubeBridge) startKube(ctx context.Context, wg *sync.WaitGroup) {
 
 // noteKube sets the diagnostic conditions from the Kubernetes layer's
 // state, and returns the ENIConfig it holds.
-func (pt *kubeBridge) noteKube() ENIConfigState {
-	a := pt.a
+func (a *Agent) noteKube() ENIConfigState {
 	ks := a.kube.State()
 	ok, msg := kubeAPICondition(ks)
 	a.diag.set(CondKubernetes, ok, msg)

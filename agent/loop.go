@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/clock"
 )
@@ -13,71 +12,77 @@ import (
 // errStopped answers requests that arrive while the agent shuts down.
 var errStopped = errors.New("vpcnetd is shutting down")
 
-// own is the owner goroutine: the only code that touches the node state.
-// It performs nothing itself: writes go to the store, jobs to the
-// executor, replies to the waiting requests, each on its own goroutine,
-// so the owner never waits on disk or network.
-func (pt *ownerLoop) own(ctx context.Context, n *nodestate.Node, x *executor.Executor) {
-	a := pt.a
+// The owner is the only code that touches the node state once start-up
+// has built it. It takes one event at a time (Step) and hands out what
+// the state machine then wants (settle); it performs nothing itself, so
+// it never waits on disk or network. In vpcnetd the owner is a goroutine
+// (own) fed by a channel; a driver that runs the agent on one thread,
+// such as the simulation, is the owner itself and calls Step.
+
+// own is vpcnetd's owner goroutine. Start-up settled the state machine
+// once already; from then on every event, query and tick goes through
+// here.
+func (a *Agent) own(ctx context.Context) {
 	defer close(a.done)
-	persist := make(chan nodestate.Persist, 1)
-	stored := make(chan struct{})
-	go func() {
-		defer close(stored)
-		a.loop.store(ctx, persist)
-	}()
 	// A write under way finishes before the owner is done, so Run never
 	// returns while the checkpoint file is being replaced.
-	defer func() { <-stored }()
+	defer a.writes.Wait()
 	var timer <-chan time.Time
 	stop := func() bool { return false }
 	defer func() { stop() }()
-	var wake time.Time
+	var armed time.Time
 	for {
-		rd := n.Ready()
-		a.loop.perform(ctx, rd, persist, x)
-		a.loop.publish(ctx, n)
-		if !rd.Wake.Equal(wake) {
+		if !a.wake.Equal(armed) {
 			stop()
-			wake, timer = rd.Wake, nil
-			if !wake.IsZero() {
-				timer, stop = clock.After(a.clk, max(wake.Sub(a.clk.Now()), 0))
+			armed, timer = a.wake, nil
+			if !armed.IsZero() {
+				timer, stop = clock.After(a.clk, max(armed.Sub(a.clk.Now()), 0))
 			}
 		}
 		select {
 		case <-ctx.Done():
-			a.loop.failPending()
+			a.replies.failAll(errStopped)
 			return
 		case ev := <-a.events:
-			n.Step(a.clk.Now(), ev)
+			a.Step(ctx, ev)
 		case q := <-a.queries:
-			q(n)
+			q(a.node)
+			a.settle(ctx)
 		case <-timer:
-			wake, timer = time.Time{}, nil
-			n.Step(a.clk.Now(), nodestate.Tick{})
+			armed, timer = time.Time{}, nil
+			a.Step(ctx, nodestate.Tick{})
 		}
 	}
 }
 
-// perform hands Ready's effects to whoever carries them out.
-func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist chan<- nodestate.Persist, x *executor.Executor) {
-	a := pt.a
+// Step is the owner taking one event: the state machine steps at the
+// clock's now, and what it then wants is handed out. Only the owner calls
+// it: vpcnetd's owner goroutine, or a driver that runs the agent on one
+// thread after Start (the simulation, the scale driver).
+func (a *Agent) Step(ctx context.Context, ev nodestate.Event) {
+	a.node.Step(a.clk.Now(), ev)
+	a.settle(ctx)
+}
+
+// settle hands Ready's effects to whoever carries them out: the jobs and
+// the write to the Effects, the announced addresses and the replies to
+// the requests that wait (the machine releases a reply only once what it
+// promises is on disk), the notices to the Kubernetes layer. It then
+// publishes what readers that must not wait for the owner see, and notes
+// when the machine wants a Tick.
+func (a *Agent) settle(ctx context.Context) {
+	rd := a.node.Ready()
 	for _, j := range rd.Jobs {
-		go func() {
-			if !a.spender.granted(ctx, j) {
-				return // the agent stops
-			}
-			ev := x.Run(ctx, j)
-			a.loop.countJob(j, ev)
-			a.loop.send(ctx, ev)
-		}()
+		a.fx.Go(ctx, a.job(j))
 	}
-	// An Add hears its address before its reply, never after.
+	// An Add hears its address before its reply, never after: it starts
+	// its pod's NetworkPolicy rule write while the checkpoint below is
+	// written, and still answers only once both are done (rpcServer.Add).
 	for _, r := range rd.Assigned {
-		a.loop.announce(r)
+		a.replies.announce(r)
 	}
 	for _, r := range rd.Replies {
-		a.loop.deliver(r)
+		a.replies.deliver(r)
 	}
 	for _, nt := range rd.Notices {
 		a.kube.Record(Event{Pod: nt.Pod, Warning: nt.Warning, Reason: nt.Reason, Message: nt.Message})
@@ -85,40 +90,71 @@ func (pt *ownerLoop) perform(ctx context.Context, rd nodestate.Ready, persist ch
 	// The checkpoint write goes out last: every Add waits for it, and
 	// the goroutine made ready last is the one Go runs next on the
 	// owner's CPU. Handed out first, the write waited behind what the
-	// Add's announcement starts (its NetworkPolicy rule write) until
-	// another CPU woke to take it: on the benchmark's 2-CPU VM it began
-	// 0.8 ms into the Add, and 0.16 ms when handed out last.
+	// Add's announcement starts (its rule write) until another CPU woke
+	// to take it: on the benchmark's 2-CPU VM it began 0.8 ms into the
+	// Add, and 0.16 ms when handed out last. The machine has at most one
+	// write out, and the replies above are for versions already on disk,
+	// so the order means nothing to it.
 	if rd.Persist != nil {
-		persist <- *rd.Persist // the machine has at most one write out
+		a.fx.Go(ctx, a.write(*rd.Persist))
 	}
+	a.publish(ctx)
+	a.wake = rd.Wake
 }
 
-// store writes checkpoints, one at a time: every change made while one
-// is written rides the next, so concurrent Adds share an fsync. The
-// owner hears Persisted only after the write returned, with its error:
-// the replies waiting for that version leave on it, so reporting early
-// or dropping the error would answer Adds the disk does not hold.
-func (pt *ownerLoop) store(ctx context.Context, in <-chan nodestate.Persist) {
-	a := pt.a
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case p := <-in:
-			start := a.clk.Now()
-			err := a.saveCheckpoint(a.cfg.CheckpointPath(), p.State)
-			a.met.checkpointWrite.Observe(a.clk.Now().Sub(start).Seconds())
-			if err != nil {
-				a.met.checkpointErrors.Inc()
-			}
-			a.loop.send(ctx, nodestate.Persisted{Version: p.Version, Err: err})
+// write is the checkpoint store's work for one version. The machine hands
+// out one write at a time and every change made while one is written
+// rides the next, so concurrent Adds share an fsync. The owner hears
+// Persisted only after the disk returned, with its error: the replies
+// waiting for that version leave on it, so reporting early or dropping
+// the error would answer Adds the disk does not hold.
+func (a *Agent) write(p nodestate.Persist) Work {
+	a.writes.Add(1)
+	return Work{Write: &p, Run: func(ctx context.Context, tell func(nodestate.Event) bool) {
+		defer a.writes.Done()
+		start := a.clk.Now()
+		err := a.disk.Save(a.cfg.CheckpointPath(), p.State)
+		a.met.checkpointWrite.Observe(a.clk.Now().Sub(start).Seconds())
+		if err != nil {
+			a.met.checkpointErrors.Inc()
 		}
-	}
+		tell(nodestate.Persisted{Version: p.Version, Err: err})
+	}}
 }
+
+// job is the work of one EC2 or host job: the cluster's budget grants its
+// calls, the executor runs it, the owner hears the result.
+func (a *Agent) job(j nodestate.Job) Work {
+	return Work{Job: &j, Run: func(ctx context.Context, tell func(nodestate.Event) bool) {
+		if !a.granted(ctx, j) {
+			return // the agent stops
+		}
+		ev := a.x.Run(ctx, j)
+		a.countJob(j, ev)
+		tell(ev)
+	}}
+}
+
+// Submit is a plugin request made by a driver that is the owner itself:
+// it registers the request under a fresh id, steps the event built for it
+// and returns where its reply arrives (it may be there already). vpcnetd's
+// requests come from the plugin socket's goroutines and wait in request.
+func (a *Agent) Submit(ctx context.Context, build func(id uint64) nodestate.Event) (uint64, <-chan nodestate.Reply) {
+	id, ch := a.replies.open()
+	a.Step(ctx, build(id))
+	return id, ch
+}
+
+// Wake is when the owner wants a Tick next (zero: never), for a driver
+// that is the owner and keeps its own timers.
+func (a *Agent) Wake() time.Time { return a.wake }
+
+// Node is the state machine, for a driver that is the owner (it checks
+// invariants against it between steps). Nothing else may touch it.
+func (a *Agent) Node() *nodestate.Node { return a.node }
 
 // send delivers an event to the owner unless the agent is stopping.
-func (pt *ownerLoop) send(ctx context.Context, ev nodestate.Event) bool {
-	a := pt.a
+func (a *Agent) send(ctx context.Context, ev nodestate.Event) bool {
 	select {
 	case a.events <- ev:
 		return true
@@ -129,99 +165,44 @@ func (pt *ownerLoop) send(ctx context.Context, ev nodestate.Event) bool {
 	}
 }
 
-// answer is what a request hears from the owner: its reply or, for an
-// Add whose reply waits for the disk, first the address it is given
-// (nodestate.Ready.Assigned).
-type answer struct {
-	nodestate.Reply
-	assigned bool
-}
-
 // request sends the event built for a fresh request id and waits for its
 // reply. assigned, when not nil, is called on the caller's goroutine
 // with an Add's address as soon as the machine has chosen it, while the
 // checkpoint that records it is written; the reply may still fail. A
 // caller that gives up is cancelled in the machine, where a waiting Add
 // still counts as demand.
-func (pt *ownerLoop) request(ctx context.Context, build func(id uint64) nodestate.Event, assigned func(nodestate.Reply)) (nodestate.Reply, error) {
-	a := pt.a
-	// Room for an announcement and the reply (or failPending's error),
-	// so the owner never blocks on a request.
-	ch := make(chan answer, 2)
-	a.mu.Lock()
-	a.nextID++
-	id := a.nextID
-	a.replies[id] = ch
-	a.mu.Unlock()
-	if !a.loop.send(ctx, build(id)) {
-		a.loop.forget(id)
+func (a *Agent) request(ctx context.Context, build func(id uint64) nodestate.Event, assigned func(nodestate.Reply)) (nodestate.Reply, error) {
+	var id uint64
+	var ch, announced <-chan nodestate.Reply
+	if assigned != nil {
+		id, ch, announced = a.replies.openAdd()
+	} else {
+		id, ch = a.replies.open()
+	}
+	if !a.send(ctx, build(id)) {
+		a.replies.forget(id)
 		return nodestate.Reply{}, errors.Join(errStopped, ctx.Err())
 	}
 	for {
 		select {
+		case r := <-announced:
+			assigned(r)
+			announced = nil // at most one
 		case r := <-ch:
-			if r.assigned {
-				if assigned != nil {
-					assigned(r.Reply)
-				}
-				continue
-			}
-			return r.Reply, r.Err
+			return r, r.Err
 		case <-a.done:
-			a.loop.forget(id)
+			a.replies.forget(id)
 			return nodestate.Reply{}, errStopped
 		case <-ctx.Done():
-			a.loop.forget(id)
-			a.loop.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
+			a.replies.forget(id)
+			a.send(context.WithoutCancel(ctx), nodestate.Cancel{ID: id})
 			return nodestate.Reply{}, ctx.Err()
 		}
 	}
 }
 
-func (pt *ownerLoop) forget(id uint64) {
-	a := pt.a
-	a.mu.Lock()
-	delete(a.replies, id)
-	a.mu.Unlock()
-}
-
-func (pt *ownerLoop) deliver(r nodestate.Reply) {
-	a := pt.a
-	a.mu.Lock()
-	ch, ok := a.replies[r.ID]
-	delete(a.replies, r.ID)
-	a.mu.Unlock()
-	if ok {
-		ch <- answer{Reply: r}
-	}
-}
-
-// announce hands an Add its address ahead of its reply; the request
-// stays registered for the reply.
-func (pt *ownerLoop) announce(r nodestate.Reply) {
-	a := pt.a
-	a.mu.Lock()
-	ch, ok := a.replies[r.ID]
-	a.mu.Unlock()
-	if ok {
-		ch <- answer{Reply: r, assigned: true}
-	}
-}
-
-// failPending answers every request still waiting when the agent stops.
-func (pt *ownerLoop) failPending() {
-	a := pt.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for id, ch := range a.replies {
-		ch <- answer{Reply: nodestate.Reply{ID: id, Err: errStopped}}
-		delete(a.replies, id)
-	}
-}
-
 // query runs f in the owner goroutine and waits for it.
-func (pt *ownerLoop) query(ctx context.Context, f func(n *nodestate.Node)) error {
-	a := pt.a
+func (a *Agent) query(ctx context.Context, f func(n *nodestate.Node)) error {
 	done := make(chan struct{})
 	select {
 	case a.queries <- func(n *nodestate.Node) { f(n); close(done) }:
@@ -236,8 +217,7 @@ func (pt *ownerLoop) query(ctx context.Context, f func(n *nodestate.Node)) error
 
 // view is a copy of the node state, or the last published one when the
 // owner is not running (before start-up finishes, after it stops).
-func (pt *ownerLoop) view(ctx context.Context) (nodestate.View, bool) {
-	a := pt.a
+func (a *Agent) view(ctx context.Context) (nodestate.View, bool) {
 	h := a.summary.Load()
 	if h == nil {
 		return nodestate.View{}, false
@@ -245,15 +225,14 @@ func (pt *ownerLoop) view(ctx context.Context) (nodestate.View, bool) {
 	var v nodestate.View
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := a.loop.query(qctx, func(n *nodestate.Node) { v = n.View(a.clk.Now()) }); err != nil {
+	if err := a.query(qctx, func(n *nodestate.Node) { v = n.View(a.clk.Now()) }); err != nil {
 		return h.view, true
 	}
 	return v, true
 }
 
 // countJob accounts for one finished job in the metrics.
-func (pt *ownerLoop) countJob(j nodestate.Job, ev nodestate.Event) {
-	a := pt.a
+func (a *Agent) countJob(j nodestate.Job, ev nodestate.Event) {
 	if r, ok := ev.(nodestate.ResyncResult); ok {
 		res := "ok"
 		if r.Err != nil {

@@ -94,12 +94,11 @@ func (b maxPodsBase) resolve(kubelet int) introspect.MaxPods {
 // the value in effect, and a new verdict is logged, recorded on the Node
 // and shown in /v1/status and the metrics. last is the previous call's
 // result; the first call has the zero value.
-func (pt *kubeBridge) noteMaxPods(ctx context.Context, last introspect.MaxPods) introspect.MaxPods {
-	a := pt.a
+func (a *Agent) noteMaxPods(ctx context.Context, last introspect.MaxPods) introspect.MaxPods {
 	b := a.info().maxPods
 	mp := b.resolve(a.kube.State().MaxPods)
 	if mp.Value != last.Value && mp.Value > 0 {
-		a.loop.send(ctx, nodestate.MaxPodsUpdate{MaxPods: mp.Value})
+		a.send(ctx, nodestate.MaxPodsUpdate{MaxPods: mp.Value})
 		a.log.Info("max pods", "value", mp.Value, "source", mp.Source, "addressable", mp.Addressable, "recommended", mp.Recommended)
 	}
 	a.mu.Lock()

@@ -56,7 +56,7 @@ func TestPrefixDelegationOnAnM5LargeRuns110PodsAtOnce(t *testing.T) {
 			t.Fatalf("pod %d of 110: %v", 40+i, err)
 		}
 	}
-	st := a.views.statusView(ctx).(statusView)
+	st := a.statusView(ctx).(statusView)
 	want := introspect.MaxPods{Value: 110, Source: MaxPodsFromRule, Rule: 110, Addressable: 434, Recommended: 110}
 	if st.MaxPods != want {
 		t.Errorf("/v1/status maxPods = %+v, want %+v", st.MaxPods, want)
@@ -80,7 +80,7 @@ func TestMaxPodsSettingCapsGrowthWithoutTheAPI(t *testing.T) {
 			t.Fatalf("pod %d of 20: %v", i, err)
 		}
 	}
-	st := a.views.statusView(ctx).(statusView)
+	st := a.statusView(ctx).(statusView)
 	if st.MaxPods.Value != 20 || st.MaxPods.Source != MaxPodsFromSetting || st.MaxPods.Setting != 20 {
 		t.Errorf("/v1/status maxPods = %+v, want 20 from MAX_PODS", st.MaxPods)
 	}
@@ -139,7 +139,7 @@ func waitMaxPods(t *testing.T, a *running, ok func(introspect.MaxPods) bool) int
 	deadline := time.Now().Add(10 * time.Second)
 	var mp introspect.MaxPods
 	for time.Now().Before(deadline) {
-		mp = a.views.statusView(context.Background()).(statusView).MaxPods
+		mp = a.statusView(context.Background()).(statusView).MaxPods
 		if ok(mp) {
 			return mp
 		}

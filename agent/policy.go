@@ -509,7 +509,7 @@ func directionView(iso *netpol.Isolation) *introspect.PolicyDirection {
 func heldPods(a *Agent) func(context.Context) (map[ipam.Key]localPod, error) {
 	return func(ctx context.Context) (map[ipam.Key]localPod, error) {
 		out := map[ipam.Key]localPod{}
-		err := a.loop.query(ctx, func(n *nodestate.Node) {
+		err := a.query(ctx, func(n *nodestate.Node) {
 			for _, as := range n.View(a.now()).Assignments {
 				out[as.Key] = localPod{pod: as.Pod, addr: as.Addr}
 			}

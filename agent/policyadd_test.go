@@ -12,7 +12,6 @@ import (
 
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/checkpoint"
-	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netpol"
 )
@@ -121,20 +120,31 @@ func newHeldPolicyNode(t *testing.T) *heldPolicyNode {
 	h.holdContainer.Store("")
 	n := newWorld(t).node("i-node1", nil)
 	n.policy = PolicyOptions{Source: src, Rules: h.rules, Mode: netpol.Standard, SyncWait: 200 * time.Millisecond}
-	n.save = func(path string, st checkpoint.State) error {
-		if slices.ContainsFunc(st.Entries, func(e checkpoint.Entry) bool { return e.Key.ContainerID == h.holdContainer.Load() }) {
-			if err := h.disk.hold(st); err != nil {
-				return err
-			}
-		}
-		return disk.Save(path, st)
-	}
+	n.disk = heldDisk{h: h}
 	h.running = n.start(t)
 	// Cleanups run last first: this one before the agent stops.
 	t.Cleanup(func() { h.disk.close(); h.rules.hold.close() })
 	h.waitReady(t)
 	h.c = &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
 	return h
+}
+
+// heldDisk is the node's file system, but for the checkpoint write its
+// node holds (heldPolicyNode.arm).
+type heldDisk struct {
+	files
+	h *heldPolicyNode
+}
+
+var _ Disk = heldDisk{}
+
+func (d heldDisk) Save(path string, st checkpoint.State) error {
+	if slices.ContainsFunc(st.Entries, func(e checkpoint.Entry) bool { return e.Key.ContainerID == d.h.holdContainer.Load() }) {
+		if err := d.h.disk.hold(st); err != nil {
+			return err
+		}
+	}
+	return files{}.Save(path, st)
 }
 
 // arm holds the next checkpoint write recording container and the next

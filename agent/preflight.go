@@ -114,15 +114,14 @@ func (p *preflight) snapshot() introspect.IAMStatus {
 
 // runPreflight probes until every action has an answer (allowed or
 // denied), backing off while EC2 does not answer, then stops.
-func (pt *starter) runPreflight(ctx context.Context, wg *sync.WaitGroup) {
-	a := pt.a
+func (a *Agent) runPreflight(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		backoff := time.Second
 		for {
-			st := a.starter.probe(ctx)
-			a.starter.notePreflight(st)
+			st := a.probe(ctx)
+			a.notePreflight(st)
 			if len(st.Unknown) == 0 {
 				return
 			}
@@ -135,8 +134,7 @@ func (pt *starter) runPreflight(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // probe asks EC2 about every action the features need, once each.
-func (pt *starter) probe(ctx context.Context) introspect.IAMStatus {
-	a := pt.a
+func (a *Agent) probe(ctx context.Context) introspect.IAMStatus {
 	self := a.info().self
 	t := cloud.DryRunTarget{InstanceID: self.InstanceID, InstanceType: self.InstanceType,
 		SubnetID: self.Primary.SubnetID, SecurityGroups: self.Primary.SecurityGroups, ENIID: self.Primary.ID}
@@ -244,8 +242,7 @@ func (pt *starter) probe(ctx context.Context) introspect.IAMStatus {
 
 // notePreflight publishes a pass: /v1/status, the diagnostic condition,
 // the log and, for a newly missing permission, a Node Event.
-func (pt *starter) notePreflight(st introspect.IAMStatus) {
-	a := pt.a
+func (a *Agent) notePreflight(st introspect.IAMStatus) {
 	a.pre.mu.Lock()
 	before := a.pre.status
 	a.pre.status = st

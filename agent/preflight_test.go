@@ -36,7 +36,7 @@ func TestPreflightNamesMissingPermissionsAndTheAgentRunsWithoutTheirFeatures(t *
 		t.Error("reading ENIs not permitted, yet DescribeNetworkInterfaces is allowed")
 	}
 
-	st := a.views.statusView(ctx).(statusView)
+	st := a.statusView(ctx).(statusView)
 	want := []introspect.MissingPermission{
 		{Action: "ec2:CreateTags", Features: []string{FeatureGrow}},
 		{Action: "ec2:DeleteNetworkInterface", Features: []string{FeatureShrink, FeatureLeakedENIs}},
@@ -95,7 +95,7 @@ func TestPreflightWithEveryPermissionIsQuiet(t *testing.T) {
 		t.Error("leaked-ENI collection not permitted with every permission")
 	}
 	a.waitCondition(t, CondEC2Permissions, true, "every EC2 action the enabled features need is permitted")
-	st := a.views.statusView(ctx).(statusView)
+	st := a.statusView(ctx).(statusView)
 	if len(st.IAM.Missing) != 0 || len(st.IAM.FeaturesOff) != 0 || st.IAM.Checked.IsZero() {
 		t.Errorf("/v1/status iam = %+v", st.IAM)
 	}

@@ -13,18 +13,16 @@ import (
 // wait for the owner (metrics, readiness), re-evaluates the conditions
 // that change after start-up, and installs the CNI configuration the
 // first time all hold. The write happens off the owner goroutine.
-func (pt *ownerLoop) publish(ctx context.Context, n *nodestate.Node) {
-	a := pt.a
+func (a *Agent) publish(ctx context.Context) {
 	now := a.clk.Now()
-	v := n.Summary(now)
+	v := a.node.Summary(now)
 	a.summary.Store(&health{view: v})
 	a.met.unknownRoutes.Set(float64(len(v.Quarantined)))
 	a.met.staleEntries.Set(float64(len(v.Stale)))
-	a.loop.updateReadiness(ctx, v)
+	a.updateReadiness(ctx, v)
 }
 
-func (pt *ownerLoop) updateReadiness(ctx context.Context, v nodestate.View) {
-	a := pt.a
+func (a *Agent) updateReadiness(ctx context.Context, v nodestate.View) {
 	st, short, growErr := v.Stats, v.Shortfall, v.LastGrowErr
 	if v.CloudOK {
 		a.ready.set(CondCloud, true, "EC2 reachable; pool matches what EC2 says is attached")
@@ -52,10 +50,10 @@ func (pt *ownerLoop) updateReadiness(ctx context.Context, v nodestate.View) {
 	ready, _ := a.ready.get()
 	if ready && a.confState.CompareAndSwap(confNone, confWriting) {
 		a.confWG.Add(1)
-		go func() {
+		a.fx.Go(ctx, Work{Run: func(ctx context.Context, tell func(nodestate.Event) bool) {
 			defer a.confWG.Done()
-			a.loop.installConf(ctx)
-		}()
+			a.installConf(tell)
+		}})
 	}
 	// Only once the configuration is written may the startup taint go:
 	// the node can network its pods.
@@ -69,11 +67,24 @@ const (
 	confWritten
 )
 
-func (pt *ownerLoop) installConf(ctx context.Context) {
-	a := pt.a
-	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true}
-	if err := cniconf.Install(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
+func (a *Agent) installConf(tell func(nodestate.Event) bool) {
+	// Bandwidth is chained as aws-node chains it (ENABLE_BANDWIDTH_PLUGIN):
+	// after the plugin that wires the pod, taking the runtime's
+	// bandwidth capability from the pod's annotations.
+	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin}
+	if err := a.disk.InstallConf(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
+		a.confState.Store(confNone)
+		return
+	}
+	// After a switch-over aws-node's configuration would still win: the
+	// runtime takes the first file by name.
+	moved, err := cniconf.Supersede(a.cfg.CNIConfDir, a.cfg.CNIConfName)
+	for _, m := range moved {
+		a.log.Warn("moved the Amazon VPC CNI's CNI configuration aside: it sorts before vpcnet's, so the runtime would have sent new pods to aws-node", "path", m, "now", m+cniconf.SupersededSuffix)
+	}
+	if err != nil {
+		a.log.Error("could not move the Amazon VPC CNI's CNI configuration aside; new pods go to aws-node's plugin until it is removed; trying again at the next change", "err", err)
 		a.confState.Store(confNone)
 		return
 	}
@@ -81,5 +92,5 @@ func (pt *ownerLoop) installConf(ctx context.Context) {
 	a.log.Info("ready: CNI configuration written", "path", a.cfg.CNIConfPath())
 	a.kube.SetReady(true)
 	// Wake the owner so readiness is published with the file in place.
-	a.loop.send(ctx, nodestate.Tick{})
+	tell(nodestate.Tick{})
 }

@@ -77,7 +77,9 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 		return nil, toStatus(err)
 	}
 	if admitted == nil {
-		// Nothing announced: an earlier ADD's address, already on disk.
+		// Nothing announced: an earlier ADD's address, already on disk,
+		// or a reply that came before this goroutine took the
+		// announcement (the write was over by then anyway).
 		admitted = s.a.policy.admitting(ctx, r.Assignment)
 	}
 	if err := s.a.ports.put(ctx, r.Assignment, ports); err != nil {
@@ -158,7 +160,7 @@ func (s *rpcServer) Check(ctx context.Context, req *agentapi.CheckRequest) (*age
 	var as ipam.Assignment
 	var eni ipam.ENI
 	var ok bool
-	if err := s.a.loop.query(ctx, func(n *nodestate.Node) { as, eni, ok = n.Lookup(key) }); err != nil {
+	if err := s.a.query(ctx, func(n *nodestate.Node) { as, eni, ok = n.Lookup(key) }); err != nil {
 		return nil, toStatus(err)
 	}
 	if !ok {
@@ -216,7 +218,7 @@ func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (ipam.Assig
 // announced before the reply (ownerLoop.request).
 func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod, assigned func(nodestate.Reply)) (r nodestate.Reply, err error) {
 	defer a.met.observeRPC("add", a.now(), &err)
-	r, err = a.loop.request(ctx, func(id uint64) nodestate.Event { return nodestate.AddRequest{ID: id, Key: key, Pod: pod} }, assigned)
+	r, err = a.request(ctx, func(id uint64) nodestate.Event { return nodestate.AddRequest{ID: id, Key: key, Pod: pod} }, assigned)
 	var na *NoAddressError
 	if errors.As(err, &na) {
 		a.met.noAddress.WithLabelValues(na.Reason).Inc()
@@ -230,7 +232,7 @@ func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod, assigned fu
 // The checkpoint without the key is written before the pool lets go.
 func (a *Agent) Del(ctx context.Context, key ipam.Key) (_ ipam.Assignment, _ bool, err error) {
 	defer a.met.observeRPC("del", a.now(), &err)
-	r, err := a.loop.request(ctx, func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: key} }, nil)
+	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: key} }, nil)
 	if err != nil {
 		return ipam.Assignment{}, false, fmt.Errorf("release %s: %w", key, err)
 	}
@@ -242,7 +244,7 @@ func (a *Agent) Del(ctx context.Context, key ipam.Key) (_ ipam.Assignment, _ boo
 // flight is not yet in the runtime's list and must not be collected.
 func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool) (_ []ipam.Assignment, err error) {
 	defer a.met.observeRPC("gc", a.now(), &err)
-	r, err := a.loop.request(ctx, func(id uint64) nodestate.Event { return nodestate.GCRequest{ID: id, Network: network, Valid: valid} }, nil)
+	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.GCRequest{ID: id, Network: network, Valid: valid} }, nil)
 	if err != nil {
 		return nil, fmt.Errorf("garbage-collect %s: %w", network, err)
 	}

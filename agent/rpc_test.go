@@ -108,7 +108,7 @@ func TestThePluginAPIRefusesAttachmentsAndPodsItCouldNotRecord(t *testing.T) {
 			}
 		})
 	}
-	if v, _ := a.loop.view(context.Background()); len(v.Assignments) != 0 {
+	if v, _ := a.view(context.Background()); len(v.Assignments) != 0 {
 		t.Fatalf("refused requests left %d assignments", len(v.Assignments))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 
-	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/clock"
@@ -20,58 +19,50 @@ import (
 func (a *Agent) Run(ctx context.Context) error {
 	start := a.now()
 	var wg sync.WaitGroup
+	served := false
+	// Last, once every goroutine (the checkpoint store among them) is done.
+	defer func() {
+		if served {
+			a.handBack()
+		}
+	}()
 	defer a.confWG.Wait()
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	if err := a.views.serveHTTP(ctx, &wg); err != nil {
+	if err := a.serveHTTP(ctx, &wg); err != nil {
 		return err
 	}
-	if err := a.starter.step("learn the node", func() error { return a.starter.learnNode(ctx) }); err != nil {
+	if err := a.learn(ctx); err != nil {
 		return err
 	}
-	a.bridge.startKube(ctx, &wg)
-	a.starter.runPreflight(ctx, &wg)
-	x := &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: a.info().self.InstanceID, Self: a.info().self,
-		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork}
-	var n *nodestate.Node
-	if err := a.starter.step("load the checkpoint", func() error {
-		var err error
-		n, err = a.starter.bootNode(ctx, x)
-		return err
-	}); err != nil {
-		a.ready.set(CondCheckpoint, false, err.Error())
+	a.startKube(ctx, &wg)
+	a.runPreflight(ctx, &wg)
+	if err := a.boot(ctx); err != nil {
 		return err
 	}
-	a.ready.set(CondCheckpoint, true, "checkpoint loaded and reconciled with EC2 and the host's pod routes")
-	if err := a.starter.step("set up host networking", func() error { return a.host.Setup(ctx, a.info().node) }); err != nil {
-		a.ready.set(CondHost, false, err.Error())
-		return err
-	}
-	a.ready.set(CondHost, true, "host networking set up")
-
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.loop.own(ctx, n, x)
+		a.own(ctx)
 	}()
-	if err := a.starter.step("restore hostPorts", func() error { return a.starter.startHostPorts(ctx, &wg) }); err != nil {
+	if err := a.startStep("restore hostPorts", func() error { return a.startHostPorts(ctx, &wg) }); err != nil {
 		a.ready.set(CondHost, false, err.Error())
 		return err
 	}
 	a.policy.run(ctx, &wg, heldPods(a))
-	a.bridge.bridgeKube(ctx, &wg)
+	a.bridgeKube(ctx, &wg)
 	if a.budget != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.spender.watchPressure(ctx)
+			a.watchPressure(ctx)
 		}()
 	}
 
 	var srv *agentapi.Server
-	if err := a.starter.step("serve the plugin socket", func() error {
+	if err := a.startStep("serve the plugin socket", func() error {
 		l, err := listenSocket(ctx, a.cfg.Socket)
 		if err != nil {
 			return err
@@ -89,9 +80,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ready.set(CondSocket, true, "serving "+a.cfg.Socket)
-	a.loop.send(ctx, nodestate.Tick{}) // publish readiness with the socket up
+	a.send(ctx, nodestate.Tick{}) // publish readiness with the socket up
 	a.met.startup.Set(a.now().Sub(start).Seconds())
 
+	served = true
 	<-ctx.Done()
 	a.ready.set(CondSocket, false, "shutting down")
 	a.stopServer(srv)
@@ -125,8 +117,7 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 // startHostPorts reads the hostPorts the last run kept, drops those whose
 // pod the restart found gone, writes the rest's rules (the kernel may have
 // lost them) and starts their owner.
-func (s *starter) startHostPorts(ctx context.Context, wg *sync.WaitGroup) error {
-	a := s.a
+func (a *Agent) startHostPorts(ctx context.Context, wg *sync.WaitGroup) error {
 	a.ports.load()
 	wg.Add(1)
 	go func() {

@@ -10,8 +10,6 @@ import (
 	"github.com/vpcnet/vpcnet/agent/executor"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint"
-	"github.com/vpcnet/vpcnet/checkpoint/disk"
-	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/limits"
@@ -21,9 +19,51 @@ import (
 // shutdown.
 const gracefulStop = 10 * time.Second
 
-// step runs one start-up step and logs it with its duration.
-func (pt *starter) step(name string, f func() error) error {
-	a := pt.a
+// Start is vpcnetd's start-up for a driver that runs the agent on one
+// thread instead of Run (the simulation, the scale driver): it learns the
+// node and boots the owner. Once it returns nil the caller is the owner,
+// and hands it events with Step. Run does the same steps, with the
+// Kubernetes layer and the IAM preflight started in between.
+func (a *Agent) Start(ctx context.Context) error {
+	if err := a.learn(ctx); err != nil {
+		return err
+	}
+	return a.boot(ctx)
+}
+
+// learn is start-up's first step: the node's identity and limits.
+func (a *Agent) learn(ctx context.Context) error {
+	return a.startStep("learn the node", func() error { return a.learnNode(ctx) })
+}
+
+// boot builds the owner's state (the executor, the state machine from
+// the checkpoint, EC2 and the host), sets up host networking and settles
+// the machine once: from here on the owner runs.
+func (a *Agent) boot(ctx context.Context) error {
+	self := a.info().self
+	a.x = &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: self.InstanceID, Self: self,
+		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork,
+		ClusterName: a.cfg.ClusterName}
+	if err := a.startStep("load the checkpoint", func() error {
+		var err error
+		a.node, err = a.bootNode(ctx)
+		return err
+	}); err != nil {
+		a.ready.set(CondCheckpoint, false, err.Error())
+		return err
+	}
+	a.ready.set(CondCheckpoint, true, "checkpoint loaded and reconciled with EC2 and the host's pod routes")
+	if err := a.startStep("set up host networking", func() error { return a.host.Setup(ctx, a.info().node) }); err != nil {
+		a.ready.set(CondHost, false, err.Error())
+		return err
+	}
+	a.ready.set(CondHost, true, "host networking set up")
+	a.settle(ctx)
+	return nil
+}
+
+// startStep runs one start-up step and logs it with its duration.
+func (a *Agent) startStep(name string, f func() error) error {
 	start := a.now()
 	err := f()
 	d := a.now().Sub(start)
@@ -37,8 +77,8 @@ func (pt *starter) step(name string, f func() error) error {
 
 // retry calls f until it succeeds or ctx ends, backing off up to 30 s.
 // Start-up waits out an unreachable IMDS or EC2 instead of crash-looping.
-func (pt *starter) retry(ctx context.Context, what, cond string, f func() error) error {
-	a := pt.a
+// The waits are the Effects': a simulation moves its clock instead.
+func (a *Agent) retry(ctx context.Context, what, cond string, f func() error) error {
 	backoff := 500 * time.Millisecond
 	for {
 		err := f()
@@ -47,8 +87,8 @@ func (pt *starter) retry(ctx context.Context, what, cond string, f func() error)
 		}
 		a.ready.set(cond, false, fmt.Sprintf("%s: %v", what, err))
 		a.log.Warn("start-up step will be retried", "step", what, "in", backoff.String(), "err", err)
-		if !clock.Sleep(a.clk, backoff, ctx.Done()) {
-			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		if !a.fx.Sleep(ctx, backoff) {
+			return fmt.Errorf("%s: %w", what, errors.Join(ctx.Err(), err))
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
@@ -57,17 +97,16 @@ func (pt *starter) retry(ctx context.Context, what, cond string, f func() error)
 // learnNode reads the node's identity from IMDS and its limits from the
 // table or EC2. An instance type nobody knows is not fatal (DESIGN.md story
 // 1): the agent runs with the limits it can observe and says so.
-func (pt *starter) learnNode(ctx context.Context) error {
-	a := pt.a
+func (a *Agent) learnNode(ctx context.Context) error {
 	var self cloud.Self
-	if err := a.starter.retry(ctx, "describe this instance from IMDS", CondCloud, func() error {
+	if err := a.retry(ctx, "describe this instance from IMDS", CondCloud, func() error {
 		var err error
 		self, err = a.cloud.DescribeSelf(ctx)
 		return err
 	}); err != nil {
 		return err
 	}
-	full, note := a.starter.instanceLimits(ctx, self)
+	full, note := a.instanceLimits(ctx, self)
 	lim := ipam.Limits{MaxENIs: full.MaxENIs, IPv4PerENI: full.IPv4PerENI}
 	cfg := ipam.DefaultPlanConfig()
 	cfg.WarmENITarget = a.cfg.WarmENITarget
@@ -104,8 +143,7 @@ func (pt *starter) learnNode(ctx context.Context) error {
 }
 
 // instanceLimits returns the type's limits and where they came from.
-func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (limits.Limits, string) {
-	a := pt.a
+func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (limits.Limits, string) {
 	l, err := a.cloud.InstanceLimits(ctx, self.InstanceType)
 	if err == nil {
 		return l, "table or DescribeInstanceTypes"
@@ -133,9 +171,8 @@ func (pt *starter) instanceLimits(ctx context.Context, self cloud.Self) (limits.
 // migration. missing says neither exists: a new node, or a lost file. A
 // corrupt file stops the agent; disk.Load has copied it aside and never
 // overwrites it.
-func (pt *starter) loadCheckpoint() (st checkpoint.State, missing bool, err error) {
-	a := pt.a
-	st, err = disk.Load(a.cfg.CheckpointPath())
+func (a *Agent) loadCheckpoint() (st checkpoint.State, missing bool, err error) {
+	st, err = a.disk.Load(a.cfg.CheckpointPath())
 	if err == nil {
 		a.log.Info("checkpoint loaded", "path", a.cfg.CheckpointPath(), "assignments", len(st.Entries))
 		return st, false, nil
@@ -144,7 +181,7 @@ func (pt *starter) loadCheckpoint() (st checkpoint.State, missing bool, err erro
 		return st, false, err
 	}
 	if a.cfg.AWSCNICheckpoint != "" {
-		st, err = disk.Load(a.cfg.AWSCNICheckpoint)
+		st, err = a.disk.Load(a.cfg.AWSCNICheckpoint)
 		if err == nil {
 			a.log.Info("Amazon VPC CNI checkpoint imported", "path", a.cfg.AWSCNICheckpoint, "assignments", len(st.Entries))
 			return st, false, nil
@@ -161,14 +198,13 @@ func (pt *starter) loadCheckpoint() (st checkpoint.State, missing bool, err erro
 // the host side of secondary ENIs) and the host's pod routes, and builds
 // the state machine from them. The host is read last, so a pod wired
 // while EC2 was read is still seen.
-func (pt *starter) bootNode(ctx context.Context, x *executor.Executor) (*nodestate.Node, error) {
-	a := pt.a
-	st, missing, err := a.starter.loadCheckpoint()
+func (a *Agent) bootNode(ctx context.Context) (*nodestate.Node, error) {
+	st, missing, err := a.loadCheckpoint()
 	if err != nil {
 		return nil, err
 	}
 	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
-	if err := a.starter.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
+	if err := a.retry(ctx, "read attached ENIs from EC2", CondCloud, func() error {
 		// Every agent of a cluster restarting at once reads EC2 at once:
 		// the budget, if any, spaces the reads out (urgent: the node
 		// serves no pod until it has read EC2).
@@ -177,26 +213,25 @@ func (pt *starter) bootNode(ctx context.Context, x *executor.Executor) (*nodesta
 				return err
 			}
 		}
-		at, err := x.Attached(ctx, nil)
+		at, err := a.x.Attached(ctx, nil)
 		boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	if err := a.starter.retry(ctx, "read the host's pod routes", CondHost, func() error {
+	if err := a.retry(ctx, "read the host's pod routes", CondHost, func() error {
 		var err error
 		boot.Routed, err = a.host.PodAddrs(ctx)
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	return nodestate.New(a.starter.stateConfig(), boot, a.now())
+	return nodestate.New(a.stateConfig(), boot, a.now())
 }
 
 // stateConfig is the state machine's configuration from the settings and
 // what start-up learned.
-func (pt *starter) stateConfig() nodestate.Config {
-	a := pt.a
+func (a *Agent) stateConfig() nodestate.Config {
 	b := a.info()
 	return nodestate.Config{
 		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/netip"
 	"testing"
 	"time"
@@ -12,12 +13,14 @@ import (
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/config"
 )
 
-// gatedDisk stands in for disk.Save: each write announces itself on
-// entered and returns only what the test sends on answer, so a test holds
-// the disk mid-write for as long as it likes without sleeping.
+// gatedDisk stands in for the node's disk: each checkpoint write
+// announces itself on entered and returns only what the test sends on
+// answer, so a test holds the disk mid-write for as long as it likes
+// without sleeping.
 type gatedDisk struct {
 	entered chan savedWrite
 	answer  chan error
@@ -25,12 +28,20 @@ type gatedDisk struct {
 	gone chan struct{}
 }
 
+var _ Disk = (*gatedDisk)(nil)
+
 type savedWrite struct {
 	path  string
 	state checkpoint.State
 }
 
-func (d *gatedDisk) save(path string, s checkpoint.State) error {
+func (d *gatedDisk) Load(path string) (checkpoint.State, error) {
+	return checkpoint.State{}, fs.ErrNotExist
+}
+
+func (d *gatedDisk) InstallConf(string, string, cniconf.Options) error { return nil }
+
+func (d *gatedDisk) Save(path string, s checkpoint.State) error {
 	select {
 	case d.entered <- savedWrite{path: path, state: s}:
 	case <-d.gone:
@@ -44,9 +55,11 @@ func (d *gatedDisk) save(path string, s checkpoint.State) error {
 	}
 }
 
-// storeUnderTest runs the agent's checkpoint store alone, on a gated
-// disk; the owner's side is a.events, read by the test.
-func storeUnderTest(t *testing.T) (*Agent, *gatedDisk, chan<- nodestate.Persist) {
+// storeUnderTest is an agent whose checkpoint writes go to a gated disk
+// and run as vpcnetd runs them (its own Effects); the owner's side is
+// a.events, read by the test. It returns a function that hands the
+// agent's store one write, as the owner does with Ready's Persist.
+func storeUnderTest(t *testing.T) (*Agent, *gatedDisk, func(nodestate.Persist)) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, err := config.Load(func(k string) (string, bool) {
@@ -58,22 +71,15 @@ func storeUnderTest(t *testing.T) (*Agent, *gatedDisk, chan<- nodestate.Persist)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := &gatedDisk{entered: make(chan savedWrite), answer: make(chan error), gone: make(chan struct{})}
 	// The store never calls EC2 or the host; New only insists they exist.
-	a, err := New(Options{Config: cfg, Cloud: (*cloud.Client)(nil), Host: newFakeHost()})
+	a, err := New(Options{Config: cfg, Cloud: (*cloud.Client)(nil), Host: newFakeHost(), Disk: d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &gatedDisk{entered: make(chan savedWrite), answer: make(chan error), gone: make(chan struct{})}
-	a.saveCheckpoint = d.save
 	ctx, cancel := context.WithCancel(context.Background())
-	in := make(chan nodestate.Persist, 1)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		a.loop.store(ctx, in)
-	}()
-	t.Cleanup(func() { cancel(); close(d.gone); <-stopped })
-	return a, d, in
+	t.Cleanup(func() { cancel(); close(d.gone); a.writes.Wait() })
+	return a, d, func(p nodestate.Persist) { a.fx.Go(ctx, a.write(p)) }
 }
 
 // persisted is the next event the store sends the owner. The deadline
@@ -96,12 +102,12 @@ func persisted(t *testing.T, a *Agent) nodestate.Persisted {
 // heldWrite hands the store version v of a one-entry checkpoint and
 // returns once the disk is writing it, checking the store saves what the
 // owner asked for, where the configuration says.
-func heldWrite(t *testing.T, a *Agent, d *gatedDisk, in chan<- nodestate.Persist, v uint64) {
+func heldWrite(t *testing.T, a *Agent, d *gatedDisk, store func(nodestate.Persist), v uint64) {
 	t.Helper()
 	st := checkpoint.State{Entries: []checkpoint.Entry{{
 		Key: key(int(v)), Pod: pod(int(v)), Addr: netip.MustParseAddr("10.0.0.9"), AssignedAt: time.Unix(1, 0).UTC(),
 	}}}
-	in <- nodestate.Persist{Version: v, State: st}
+	store(nodestate.Persist{Version: v, State: st})
 	w := <-d.entered
 	if w.path != a.cfg.CheckpointPath() || len(w.state.Entries) != 1 || w.state.Entries[0].Key != key(int(v)) {
 		t.Fatalf("the store wrote %d entries to %s, want version %d's one entry at %s", len(w.state.Entries), w.path, v, a.cfg.CheckpointPath())
@@ -116,8 +122,8 @@ func heldWrite(t *testing.T, a *Agent, d *gatedDisk, in chan<- nodestate.Persist
 }
 
 func TestStoreReportsAWriteDoneOnlyAfterTheDiskReturned(t *testing.T) {
-	a, d, in := storeUnderTest(t)
-	heldWrite(t, a, d, in, 7)
+	a, d, store := storeUnderTest(t)
+	heldWrite(t, a, d, store, 7)
 	d.answer <- nil
 	if got := persisted(t, a); got.Version != 7 || got.Err != nil {
 		t.Fatalf("after the disk returned, the store reported %+v, want version 7 without error", got)
@@ -125,9 +131,9 @@ func TestStoreReportsAWriteDoneOnlyAfterTheDiskReturned(t *testing.T) {
 }
 
 func TestStorePassesAFailedWriteToTheOwner(t *testing.T) {
-	a, d, in := storeUnderTest(t)
+	a, d, store := storeUnderTest(t)
 	full := errors.New("write checkpoint: no space left on device")
-	heldWrite(t, a, d, in, 3)
+	heldWrite(t, a, d, store, 3)
 	d.answer <- full
 	got := persisted(t, a)
 	if got.Version != 3 || !errors.Is(got.Err, full) {
@@ -137,7 +143,7 @@ func TestStorePassesAFailedWriteToTheOwner(t *testing.T) {
 		t.Fatalf("vpcnet checkpoint write errors = %v after one failed write, want 1", n)
 	}
 	// The next write after a failure is written and reported as usual.
-	heldWrite(t, a, d, in, 4)
+	heldWrite(t, a, d, store, 4)
 	d.answer <- nil
 	if got := persisted(t, a); got.Version != 4 || got.Err != nil {
 		t.Fatalf("the write after a failure was reported as %+v, want version 4 without error", got)

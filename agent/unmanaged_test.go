@@ -53,7 +53,7 @@ func TestForeignInterfacesAreLeftAlone(t *testing.T) {
 	a := n.start(t)
 	a.waitReady(t)
 
-	st := a.views.statusView(context.Background()).(statusView)
+	st := a.statusView(context.Background()).(statusView)
 	if len(st.Unmanaged) != 3 {
 		t.Fatalf("/v1/status lists %d unmanaged interfaces %+v, want the EFA, the trunk and the no_manage ENI", len(st.Unmanaged), st.Unmanaged)
 	}
@@ -76,7 +76,7 @@ func TestForeignInterfacesAreLeftAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := a.loop.view(ctx)
+	v, _ := a.view(ctx)
 	for _, i := range after {
 		if f, ok := foreign[i.ID]; ok {
 			if len(i.Addresses) != len(f.Addresses) || len(i.Prefixes) != len(f.Prefixes) || i.DeviceIndex != f.DeviceIndex {
@@ -151,7 +151,7 @@ func TestUnmanagedInterfacesCountAgainstTheENILimit(t *testing.T) {
 	if got := w.callCount("AttachNetworkInterface"); got != 0 {
 		t.Errorf("%d AttachNetworkInterface calls; card 0 has no slot left", got)
 	}
-	v, _ := a.loop.view(ctx)
+	v, _ := a.view(ctx)
 	if len(v.ENIs) != 1 || v.MaxENIs != 1 {
 		t.Errorf("pool has %d ENIs, may use %d; want 1 and 1", len(v.ENIs), v.MaxENIs)
 	}

@@ -225,3 +225,48 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// Issue 24: the bundle's doctor ran with none of the bundle's path flags
+// and diagnosed the DaemonSet's paths while the bundle collected others.
+// It is given the paths the bundle was told.
+func TestTheBundlesDoctorReadsWhereTheBundleWasTold(t *testing.T) {
+	n := newFakeNode(t, true)
+	takeBundle(t, n.opts, 0)
+	want := strings.Join([]string{n.opts.Self, "doctor", "-o", "json", "--agent", n.opts.Agent,
+		"--checkpoint", n.opts.Checkpoint, "--cni-conf-dir", n.opts.CNIConfDir, "--cni-bin-dir", n.opts.CNIBinDir}, " ")
+	if !contains(n.ran, want) {
+		t.Errorf("doctor was not run as %q; ran:\n%s", want, strings.Join(n.ran, "\n"))
+	}
+}
+
+// Told no paths, the bundle collects where the agent says it keeps its
+// files (/v1/config), and its doctor, given no paths either, learns them
+// from the agent the same way.
+func TestABundleToldNoPathsCollectsTheAgentsOwn(t *testing.T) {
+	n := newFakeNode(t, true)
+	settings := []map[string]string{
+		{"name": "VPCNET_STATE_DIR", "value": filepath.Dir(n.opts.Checkpoint)},
+		{"name": "VPCNET_CNI_CONF_DIR", "value": n.opts.CNIConfDir},
+		{"name": "VPCNET_CNI_BIN_DIR", "value": n.opts.CNIBinDir},
+	}
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(settings)
+	}))
+	t.Cleanup(agent.Close)
+	n.opts.Agent = agent.URL
+	n.opts.Checkpoint, n.opts.CNIConfDir, n.opts.CNIBinDir = "", "", ""
+	data, _ := takeBundle(t, n.opts, 0)
+	files, manifest := openBundle(t, data)
+	for _, part := range []string{"checkpoint/checkpoint.json", "cni/net.d/10-vpcnet.conflist"} {
+		if manifest[part] != "ok" {
+			t.Errorf("%s: %q, want collected from the agent's own directory", part, manifest[part])
+		}
+	}
+	if !strings.Contains(files["cni/plugins.txt"], "test plugin version v9.9.9") {
+		t.Errorf("cni/plugins.txt does not list the plugin in the agent's VPCNET_CNI_BIN_DIR:\n%s", files["cni/plugins.txt"])
+	}
+	want := strings.Join([]string{n.opts.Self, "doctor", "-o", "json", "--agent", agent.URL}, " ")
+	if !contains(n.ran, want) {
+		t.Errorf("doctor was not run as %q (it learns the paths itself); ran:\n%s", want, strings.Join(n.ran, "\n"))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,9 +26,13 @@ type Options struct {
 	AgentLogs []string
 	// LogLimit is how much of the end of each log to keep.
 	LogLimit int
-	// Checkpoint is the agent's checkpoint file.
+	// Checkpoint is the agent's checkpoint file; empty means the one
+	// the agent reports using (VPCNET_STATE_DIR on /v1/config), else
+	// the DaemonSet's.
 	Checkpoint string
-	// CNIConfDir and CNIBinDir are the runtime's CNI directories.
+	// CNIConfDir and CNIBinDir are the runtime's CNI directories; empty
+	// means the agent's VPCNET_CNI_CONF_DIR and VPCNET_CNI_BIN_DIR, else
+	// the DaemonSet's.
 	CNIConfDir string
 	CNIBinDir  string
 	// Self is this vpcnetctl, run as `Self doctor -o json`; empty skips
@@ -38,6 +43,21 @@ type Options struct {
 	Run func(ctx context.Context, name string, args []string, env []string) (stdout, stderr []byte, err error)
 	// HTTP is the client for the agent; nil means one with a 5 s timeout.
 	HTTP *http.Client
+}
+
+// doctorFlags are the paths the caller named, passed to doctor so that
+// it reads the same places as the bundle; doctor learns the others from
+// the agent as the bundle did.
+func (o *Options) doctorFlags() []string {
+	var args []string
+	for _, f := range []struct{ flag, value string }{
+		{"--checkpoint", o.Checkpoint}, {"--cni-conf-dir", o.CNIConfDir}, {"--cni-bin-dir", o.CNIBinDir},
+	} {
+		if f.value != "" {
+			args = append(args, f.flag, f.value)
+		}
+	}
+	return args
 }
 
 // Defaults of Options, the DaemonSet's paths (config/settings.go).
@@ -66,21 +86,41 @@ func (o *Options) fill() {
 	if o.LogLimit <= 0 {
 		o.LogLimit = DefaultLogLimit
 	}
-	if o.Checkpoint == "" {
-		o.Checkpoint = DefaultCheckpoint
-	}
-	if o.CNIConfDir == "" {
-		o.CNIConfDir = DefaultCNIConfDir
-	}
-	if o.CNIBinDir == "" {
-		o.CNIBinDir = DefaultCNIBinDir
-	}
 	if o.Run == nil {
 		o.Run = RunCommand
 	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: 5 * time.Second}
 	}
+}
+
+// fillPaths sets the paths the caller left empty to the agent's own, as
+// it reports them on /v1/config, else to the DaemonSet's: an agent told
+// to keep its files elsewhere (every node of the local cloud is) must
+// not be bundled from someone else's.
+func (o *Options) fillPaths(ctx context.Context) {
+	agent := map[string]string{}
+	if set, err := (&introspect.Client{Base: o.Agent, HTTP: o.HTTP}).Config(ctx); err == nil {
+		for _, s := range set {
+			agent[s.Name] = s.Value
+		}
+	}
+	pick := func(p *string, fromAgent, def string) {
+		switch {
+		case *p != "":
+		case fromAgent != "":
+			*p = fromAgent
+		default:
+			*p = def
+		}
+	}
+	var cp string
+	if dir := agent["VPCNET_STATE_DIR"]; dir != "" {
+		cp = filepath.Join(dir, "checkpoint.json")
+	}
+	pick(&o.Checkpoint, cp, DefaultCheckpoint)
+	pick(&o.CNIConfDir, agent["VPCNET_CNI_CONF_DIR"], DefaultCNIConfDir)
+	pick(&o.CNIBinDir, agent["VPCNET_CNI_BIN_DIR"], DefaultCNIBinDir)
 }
 
 // agentPaths are the introspection endpoints, each stored as agent/FILE.
@@ -97,8 +137,11 @@ var agentPaths = []struct{ path, file string }{
 // an error; everything else is recorded in the MANIFEST.
 func Collect(ctx context.Context, a *Archive, o Options) error {
 	o.fill()
+	told := o.doctorFlags()
+	o.fillPaths(ctx)
 	steps := []func(context.Context, *Archive, Options) error{
-		addVersions, addAgent, addMetrics, addLogs, addCheckpoint, addHost, addCNI, addDoctor,
+		addVersions, addAgent, addMetrics, addLogs, addCheckpoint, addHost, addCNI,
+		func(ctx context.Context, a *Archive, o Options) error { return addDoctor(ctx, a, o, told) },
 	}
 	for _, step := range steps {
 		if err := step(ctx, a, o); err != nil {

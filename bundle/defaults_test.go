@@ -25,6 +25,7 @@ func TestTheBundleDefaultsAreTheAgentsDefaults(t *testing.T) {
 		{"introspection address", introspect.DefaultAddr, cfg.IntrospectionAddr},
 		{"checkpoint", DefaultCheckpoint, cfg.CheckpointPath()},
 		{"CNI configuration directory", DefaultCNIConfDir, cfg.CNIConfDir},
+		{"CNI plugin directory", DefaultCNIBinDir, cfg.CNIBinDir},
 	} {
 		if c.bundle != c.agent {
 			t.Errorf("%s: the bundle reads %s, the agent's default is %s", c.what, c.bundle, c.agent)

@@ -135,10 +135,12 @@ const NestedEnv = "VPCNET_BUNDLE_RUNNING"
 
 var errNoSelf = errors.New("doctor not run: vpcnetctl's own path is unknown")
 
-// addDoctor runs `vpcnetctl doctor -o json`. Doctor exits non-zero when
-// it finds an error, so its output is kept whenever there is any; only
-// no output at all (no such command, a crash) is the part's error.
-func addDoctor(ctx context.Context, a *Archive, o Options) error {
+// addDoctor runs `vpcnetctl doctor -o json`, with the agent's address
+// and the paths the bundle was told (told, Options.doctorFlags), so that
+// doctor reads what the bundle collected. Doctor exits non-zero when it
+// finds an error, so its output is kept whenever there is any; only no
+// output at all (no such command, a crash) is the part's error.
+func addDoctor(ctx context.Context, a *Archive, o Options, told []string) error {
 	if o.Self == "" {
 		return a.Add("doctor.json", nil, errNoSelf)
 	}
@@ -146,6 +148,7 @@ func addDoctor(ctx context.Context, a *Archive, o Options) error {
 	if o.Agent != introspect.DefaultAddr {
 		args = append(args, "--agent", o.Agent)
 	}
+	args = append(args, told...)
 	out, _, err := o.Run(ctx, o.Self, args, []string{NestedEnv + "=1"})
 	if err != nil && len(out) > 0 {
 		err = nil // findings of severity error: the bundle has them

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/ipam"
@@ -91,4 +92,41 @@ func (e awsEntry) toEntry() (Entry, error) {
 		return Entry{}, err
 	}
 	return got, nil
+}
+
+// AWSFormatVersion is the version stamp of the Amazon VPC CNI's
+// checkpoint (pkg/ipamd/datastore CheckpointFormatVersion); aws-node
+// refuses a file with any other.
+const AWSFormatVersion = "vpc-cni-ipam/1"
+
+// EncodeAWS writes s in the Amazon VPC CNI's checkpoint format, which
+// aws-node restores its assignments from when it starts: what a node
+// switched back from vpcnet needs so that aws-node neither hands a live
+// pod's address to another pod nor forgets to release it. Each entry
+// keeps its pod's name and namespace, by which aws-node checks the pod's
+// host veth still exists; an entry with none it keeps unchecked.
+func EncodeAWS(s State) ([]byte, error) {
+	f := struct {
+		Version     string     `json:"version"`
+		Allocations []awsEntry `json:"allocations"`
+	}{Version: AWSFormatVersion, Allocations: make([]awsEntry, 0, len(s.Entries))}
+	for i, e := range s.Entries {
+		if err := checkEntry(e); err != nil {
+			return nil, fmt.Errorf("checkpoint: encode Entries[%d] for the Amazon VPC CNI: %w", i, err)
+		}
+	}
+	if err := checkUnique(s.Entries, "Entries"); err != nil {
+		return nil, fmt.Errorf("checkpoint: encode for the Amazon VPC CNI: %w", err)
+	}
+	sorted := slices.Clone(s.Entries)
+	slices.SortFunc(sorted, func(a, b Entry) int { return a.Addr.Compare(b.Addr) })
+	for _, e := range sorted {
+		a := awsEntry{NetworkName: e.Key.Network, ContainerID: e.Key.ContainerID, IfName: e.Key.IfName, IPv4: e.Addr.String()}
+		if !e.AssignedAt.IsZero() {
+			a.AllocationTimestamp = e.AssignedAt.UnixNano()
+		}
+		a.Metadata.K8SPodNamespace, a.Metadata.K8SPodName = e.Pod.Namespace, e.Pod.Name
+		f.Allocations = append(f.Allocations, a)
+	}
+	return json.Marshal(f)
 }

@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"bytes"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +236,38 @@ func TestDecodeAcceptsTheEdgesOfTheYearsEncodeWrites(t *testing.T) {
 		if _, err := Encode(s); err != nil {
 			t.Errorf("assignedAt %s decodes but does not encode: %v", at, err)
 		}
+	}
+}
+
+// TestEncodeAWSWritesWhatAWSNodeAndDecodeRead: the file vpcnet leaves for
+// aws-node on a switch back carries the version aws-node requires, and
+// reads back as the same state (times kept to the nanosecond, an unknown
+// time as none, pods' names for aws-node's veth check).
+func TestEncodeAWSWritesWhatAWSNodeAndDecodeRead(t *testing.T) {
+	data, err := os.ReadFile("testdata/aws-node-ipam.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := EncodeAWS(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"version":"vpc-cni-ipam/1"`)) {
+		t.Errorf("no aws-node version stamp in %s", out)
+	}
+	got, err := Decode(out)
+	if err != nil {
+		t.Fatalf("Decode(EncodeAWS) = %v\n%s", err, out)
+	}
+	if !equal(got, want) {
+		t.Errorf("round trip =\n%+v\nwant\n%+v", got, want)
+	}
+	dup := State{Entries: append(slices.Clone(want.Entries), want.Entries[0])}
+	if _, err := EncodeAWS(dup); err == nil {
+		t.Error("EncodeAWS wrote one address twice")
 	}
 }

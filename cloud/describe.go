@@ -49,6 +49,8 @@ type ENI struct {
 	Prefixes       []netip.Prefix
 	Tags           map[string]string
 	SecurityGroups []string
+	// ConnTrack is the ENI's connection-tracking idle timeouts.
+	ConnTrack ConnTrack
 }
 
 // Attachment is an ENI's attachment to an instance.
@@ -181,6 +183,7 @@ func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 		Description:      aws.ToString(ni.Description),
 		InterfaceType:    string(ni.InterfaceType),
 		Tags:             tagMap(ni.TagSet),
+		ConnTrack:        connTrackFromEC2(ni.ConnectionTrackingConfiguration),
 	}
 	bad := func(what string, err error) (ENI, error) {
 		return ENI{}, fmt.Errorf("ENI %s: EC2 gives a bad %s: %w", quoteShort(e.ID), what, err)

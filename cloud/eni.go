@@ -24,6 +24,9 @@ type CreateENIInput struct {
 	Prefixes           int
 	// Tags added to the owner tags; the owner tags win on a clash.
 	Tags map[string]string
+	// ConnTrack sets the ENI's connection-tracking idle timeouts; the
+	// zero value leaves EC2's defaults.
+	ConnTrack ConnTrack
 	// CreatedAt is recorded in TagCreatedAt; zero means now.
 	CreatedAt time.Time
 	// ClientToken makes the create idempotent: EC2 answers a request with a
@@ -62,6 +65,7 @@ func (c *Client) CreateENI(ctx context.Context, in CreateENIInput) (ENI, error) 
 	if in.Description != "" {
 		req.Description = aws.String(in.Description)
 	}
+	req.ConnectionTrackingSpecification = in.ConnTrack.request()
 	if in.SecondaryAddresses > 0 {
 		req.SecondaryPrivateIpAddressCount = aws.Int32(int32(in.SecondaryAddresses))
 	}
@@ -97,6 +101,8 @@ func (c *Client) checkCreate(in CreateENIInput) error {
 		return fmt.Errorf("negative count: %d addresses, %d prefixes", in.SecondaryAddresses, in.Prefixes)
 	case in.SecondaryAddresses > 0 && in.Prefixes > 0:
 		return fmt.Errorf("asked for %d addresses and %d prefixes: an ENI of vpcnet's holds one kind", in.SecondaryAddresses, in.Prefixes)
+	case in.ConnTrack.TCPEstablished < 0 || in.ConnTrack.UDPStream < 0 || in.ConnTrack.UDP < 0:
+		return fmt.Errorf("negative connection-tracking timeout: %+v", in.ConnTrack)
 	case len(in.ClientToken) > 64:
 		return fmt.Errorf("client token is %d characters; EC2 takes at most 64", len(in.ClientToken))
 	}

@@ -82,6 +82,14 @@ func clientToken(instanceID, cluster string, in CreateENIInput) string {
 	field(in.Description)
 	num(int64(in.SecondaryAddresses))
 	num(int64(in.Prefixes))
+	if !in.ConnTrack.IsZero() {
+		// Only when set: a create without timeouts keeps the token an
+		// agent before them derived, so a create it left unanswered
+		// is still recognised by EC2 after an upgrade.
+		num(int64(in.ConnTrack.TCPEstablished))
+		num(int64(in.ConnTrack.UDPStream))
+		num(int64(in.ConnTrack.UDP))
+	}
 	num(in.CreatedAt.UnixNano())
 	keys := slices.Sorted(maps.Keys(in.Tags))
 	num(int64(len(keys)))

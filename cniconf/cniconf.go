@@ -14,9 +14,18 @@ import (
 	"github.com/vpcnet/vpcnet/internal/atomicfile"
 )
 
-// DefaultName sorts before other configurations in /etc/cni/net.d, which
-// is how the runtime picks the network to use.
+// DefaultName is the file the agent writes in /etc/cni/net.d. The runtime
+// uses the first configuration in name order, and aws-node's
+// 10-aws.conflist sorts first: Supersede moves that one aside.
 const DefaultName = "10-vpcnet.conflist"
+
+// SupersededSuffix is added to the name of a configuration vpcnet moved
+// aside; the runtime reads only .conf, .conflist and .json files, so the
+// file stays for an operator to read and no longer decides the network.
+const SupersededSuffix = ".superseded-by-vpcnet"
+
+// awsNodeType is the plugin type of the Amazon VPC CNI's configuration.
+const awsNodeType = "aws-cni"
 
 // Options describe the node's network configuration list.
 type Options struct {
@@ -109,4 +118,58 @@ func Install(dir, name string, opts Options) error {
 		return fmt.Errorf("install CNI config: %w", err)
 	}
 	return atomicfile.Write(filepath.Join(dir, name), data, 0o644)
+}
+
+// Supersede moves aside every Amazon VPC CNI configuration in dir that
+// the runtime would pick before vpcnet's file ours: after a switch-over
+// aws-node's 10-aws.conflist stays on the node, sorts first, and would
+// send every new pod to an ipamd that no longer runs. It returns the
+// files moved. A file vpcnet cannot read is left alone: only aws-node's
+// own configuration is vpcnet's to retire. Switching back needs nothing:
+// aws-node writes its file again, and it sorts first.
+func Supersede(dir, ours string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read CNI configurations: %w", err)
+	}
+	var moved []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || name >= ours || !isAWSNodeConf(filepath.Join(dir, name)) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if err := os.Rename(path, path+SupersededSuffix); err != nil {
+			return moved, fmt.Errorf("move aside the Amazon VPC CNI's configuration: %w", err)
+		}
+		moved = append(moved, path)
+	}
+	return moved, nil
+}
+
+// isAWSNodeConf says whether path is a CNI configuration list whose first
+// plugin is the Amazon VPC CNI's.
+func isAWSNodeConf(path string) bool {
+	switch filepath.Ext(path) {
+	case ".conflist", ".conf", ".json":
+	default:
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var list struct {
+		Type    string `json:"type"`
+		Plugins []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	if json.Unmarshal(data, &list) != nil {
+		return false
+	}
+	if len(list.Plugins) > 0 {
+		return list.Plugins[0].Type == awsNodeType
+	}
+	return list.Type == awsNodeType
 }

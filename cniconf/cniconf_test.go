@@ -3,6 +3,7 @@ package cniconf
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,5 +77,49 @@ func TestInstallCreatesTheDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, DefaultName)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSupersedeMovesOnlyTheAmazonVPCCNIsEarlierConfigurationAside: after
+// a switch-over the runtime would pick aws-node's 10-aws.conflist (it
+// sorts first) and send new pods to an ipamd that is gone. Supersede
+// moves just that file aside, where an operator still finds it, and
+// leaves every other network's file as it was.
+func TestSupersedeMovesOnlyTheAmazonVPCCNIsEarlierConfigurationAside(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"10-aws.conflist":    `{"cniVersion":"0.4.0","name":"aws-cni","plugins":[{"name":"aws-cni","type":"aws-cni"},{"type":"portmap"}]}`,
+		"05-calico.conflist": `{"cniVersion":"0.4.0","name":"k8s-pod-network","plugins":[{"type":"calico"}]}`,
+		"00-broken.conflist": `{not json`,
+		"99-aws.conflist":    `{"cniVersion":"0.4.0","name":"aws-cni","plugins":[{"type":"aws-cni"}]}`,
+		"notes.txt":          `{"type":"aws-cni"}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Install(dir, DefaultName, Options{NetworkName: "aws-cni", Socket: "/run/vpcnet/vpcnet.sock"}); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := Supersede(dir, DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(dir, "10-aws.conflist")}; !slices.Equal(moved, want) {
+		t.Errorf("moved %v, want %v", moved, want)
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"00-broken.conflist", "05-calico.conflist", "10-aws.conflist" + SupersededSuffix, DefaultName, "99-aws.conflist", "notes.txt"}
+	if !slices.Equal(left, want) {
+		t.Errorf("directory holds %v, want %v", left, want)
+	}
+	// Twice is the same as once.
+	if moved, err := Supersede(dir, DefaultName); err != nil || len(moved) != 0 {
+		t.Errorf("second Supersede moved %v (%v)", moved, err)
 	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: tagged subnets for new
 	// ENIs.
 	SubnetDiscovery bool
+	// ManageENIsNonSchedulable is AWS_MANAGE_ENIS_NON_SCHEDULABLE: false
+	// holds the pool while the node is cordoned.
+	ManageENIsNonSchedulable bool
 	// Cooldown is how long a freed address rests before another pod gets
 	// it, so stale routes elsewhere cannot misdeliver.
 	Cooldown time.Duration
@@ -57,6 +60,9 @@ type Config struct {
 	ENIMTU           int
 	PodMTU           int
 	VethPrefix       string
+	// BandwidthPlugin is ENABLE_BANDWIDTH_PLUGIN: the CNI configuration
+	// chains the bandwidth plugin.
+	BandwidthPlugin bool
 	// PodIMDS is VPCNET_POD_IMDS: "allow" or "deny" pods' packets to
 	// the instance metadata service.
 	PodIMDS string
@@ -95,9 +101,12 @@ type Config struct {
 	Socket               string
 
 	// Files.
-	StateDir         string
-	CNIConfDir       string
-	CNIConfName      string
+	StateDir    string
+	CNIConfDir  string
+	CNIConfName string
+	// CNIBinDir is where the runtime finds the plugins; only reported,
+	// for doctor and the support bundle.
+	CNIBinDir        string
 	NetworkName      string
 	AWSCNICheckpoint string
 

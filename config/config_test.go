@@ -49,6 +49,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		StateDir:            "/var/lib/vpcnet",
 		CNIConfDir:          "/etc/cni/net.d",
 		CNIConfName:         "10-vpcnet.conflist",
+		CNIBinDir:           "/opt/cni/bin",
 		NetworkName:         "aws-cni",
 		AWSCNICheckpoint:    "/var/run/aws-node/ipam.json",
 		EC2CallTimeout:      10 * time.Second,
@@ -97,6 +98,10 @@ func TestLoadReadsValidValues(t *testing.T) {
 		{map[string]string{"VPCNET_KUBECONFIG": "/etc/vpcnet/kubeconfig"}, func(c Config) bool { return c.Kubeconfig == "/etc/vpcnet/kubeconfig" }},
 		{map[string]string{"ENABLE_IPv6": "false", "ENABLE_POD_ENI": "false"}, func(Config) bool { return true }},
 		{map[string]string{"MAX_PODS": "110"}, func(c Config) bool { return c.MaxPods == 110 }},
+		// Both were refused once; aws-node's meanings now (issue 24).
+		{map[string]string{"AWS_MANAGE_ENIS_NON_SCHEDULABLE": "true"}, func(c Config) bool { return c.ManageENIsNonSchedulable }},
+		{map[string]string{"AWS_MANAGE_ENIS_NON_SCHEDULABLE": "false"}, func(c Config) bool { return !c.ManageENIsNonSchedulable }},
+		{map[string]string{"ENABLE_BANDWIDTH_PLUGIN": "true"}, func(c Config) bool { return c.BandwidthPlugin }},
 		{map[string]string{"VPCNET_POD_IMDS": "deny"}, func(c Config) bool { return c.PodIMDS == "deny" }},
 		{map[string]string{"NETWORK_POLICY_ENFORCING_MODE": "strict"}, func(c Config) bool { return c.NetworkPolicy && c.NetworkPolicyMode == verdicts.Strict }},
 		{map[string]string{"VPCNET_NETWORK_POLICY": "off"}, func(c Config) bool { return !c.NetworkPolicy && c.NetworkPolicyMode == verdicts.Standard }},

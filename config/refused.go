@@ -61,8 +61,6 @@ func foldedLiteral(values ...string) func(string) bool {
 func never(string) bool { return false }
 
 var refusals = []refusal{
-	{"AWS_MANAGE_ENIS_NON_SCHEDULABLE", "`true`", isBool(true),
-		"vpcnet manages ENIs on cordoned nodes too; remove it, and drain nodes whose ENIs must not grow"},
 	{"AWS_VPC_CNI_NODE_PORT_SUPPORT", "`true`", isBool(true),
 		"vpcnet always routes NodePort replies back through the primary interface; remove it"},
 	{"HOST_CNI_BIN_PATH", "`/host/opt/cni/bin`", literal("/host/opt/cni/bin"),
@@ -97,8 +95,6 @@ var refusals = []refusal{
 		"vpcnet attaches ENIs and assigns addresses itself; to bound what it attaches set MAX_ENI and the warm targets instead"},
 	{"ENABLE_IMDS_ONLY_MODE", "`false`", isBool(false),
 		"vpcnet needs the EC2 API (deploy/iam-policy.json lists the actions); grant them, through a VPC endpoint with VPCNET_EC2_ENDPOINT if EC2 is not otherwise reachable"},
-	{"ENABLE_BANDWIDTH_PLUGIN", "`false`", isBool(false),
-		"the CNI configuration vpcnet writes chains no bandwidth plugin, so pod bandwidth annotations would not be enforced; remove it"},
 	{"ANNOTATE_POD_IP", "`false`", isBool(false),
 		"vpcnet does not annotate pods with their address; policy engines must read the pod's status.podIPs"},
 	{"ENABLE_IPv4", "`true`", isBool(true),

@@ -101,7 +101,6 @@ func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
 	}{
 		{"ENABLE_MULTI_NIC", "true", "network card 0 only"},
 		{"ENABLE_MULTI_NIC", "1", "network card 0 only"},
-		{"AWS_MANAGE_ENIS_NON_SCHEDULABLE", "false", "cordoned nodes"},
 		{"AWS_VPC_CNI_NODE_PORT_SUPPORT", "false", "NodePort"},
 		{"HOST_CNI_BIN_PATH", "/host/usr/libexec/cni", "vpcnet-install `-to`"},
 		{"HOST_CNI_CONFDIR_PATH", "/host/etc/cni/conf.d", "VPCNET_CNI_CONF_DIR"},
@@ -118,7 +117,6 @@ func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
 		{"DISABLE_TCP_EARLY_DEMUX", "true", "tcp_early_demux"},
 		{"DISABLE_NETWORK_RESOURCE_PROVISIONING", "true", "MAX_ENI"},
 		{"ENABLE_IMDS_ONLY_MODE", "true", "iam-policy.json"},
-		{"ENABLE_BANDWIDTH_PLUGIN", "true", "chains no bandwidth plugin"},
 		{"ANNOTATE_POD_IP", "true", "status.podIPs"},
 		{"ENABLE_IPv4", "false", "IPv4 addresses only"},
 		{"ENABLE_NFTABLES", "maybe", "nftables"},

@@ -178,6 +178,15 @@ func checkInstall(t *testing.T, m manifestSet) {
 	if i := slices.Index(cmd, "-to"); i >= 0 && i+1 < len(cmd) {
 		to = cmd[i+1]
 	}
+	// ENABLE_BANDWIDTH_PLUGIN=true chains bandwidth: a node without it
+	// would fail every pod, so the installer must see it there.
+	var required []string
+	if i := slices.Index(cmd, "-require"); i >= 0 && i+1 < len(cmd) {
+		required = strings.Split(cmd[i+1], ",")
+	}
+	if !slices.Contains(required, "bandwidth") {
+		t.Errorf("init command %q does not -require bandwidth, which ENABLE_BANDWIDTH_PLUGIN=true chains", cmd)
+	}
 	i := slices.IndexFunc(installer.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == to })
 	if i < 0 {
 		t.Fatalf("the installer writes to %s, which is not mounted", to)

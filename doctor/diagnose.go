@@ -25,6 +25,7 @@ var rules = []rule{
 	awsNodeFindings,
 	imdsExposureFindings,
 	policyFindings,
+	pathFindings,
 }
 
 // Diagnose turns what Gather read into a report. It is pure: the same

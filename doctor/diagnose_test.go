@@ -185,7 +185,7 @@ func TestEachBrokenNodeGetsItsFinding(t *testing.T) {
 		{"aws-node leftovers", func(f *Facts) {
 			f.Host.AWSNodeCheckpoint = "/var/run/aws-node/ipam.json"
 			f.Host.Chains = append(f.Host.Chains, NFTChain{Family: "ip", Table: "nat", Chain: "AWS-SNAT-CHAIN-0"})
-		}, "aws-node-leftovers", Warning, "ip nat AWS-SNAT-CHAIN-0", "rm /var/run/aws-node/ipam.json"},
+		}, "aws-node-leftovers", Warning, "ip nat AWS-SNAT-CHAIN-0", "iptables -t nat -F/-X AWS-SNAT-CHAIN-0"},
 		{"aws-node still running", func(f *Facts) {
 			f.Kube.AWSNodeDaemonSet = true
 			f.CNI.Files = []string{"10-aws.conflist", "10-vpcnet.conflist"}

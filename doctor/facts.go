@@ -27,6 +27,9 @@ type Facts struct {
 	// doctor's flags when the agent cannot be asked.
 	StartupTaint string
 	ClusterName  string
+	// PathDifferences are the places doctor was told to read that are
+	// not the agent's own (Paths.Resolve).
+	PathDifferences []PathDifference
 }
 
 // AgentFacts is the agent's own view, from its introspection endpoint.

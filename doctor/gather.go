@@ -19,7 +19,7 @@ func Gather(ctx context.Context, r Readers) Facts {
 	if r.Now != nil {
 		now = r.Now
 	}
-	f := Facts{Now: now(), StartupTaint: r.StartupTaint, ClusterName: r.ClusterName}
+	f := Facts{Now: now(), StartupTaint: r.StartupTaint, ClusterName: r.ClusterName, PathDifferences: r.PathDifferences}
 	note := func(name string, err error, ok string) {
 		if err != nil {
 			f.Sources = append(f.Sources, Source{Name: name, Detail: err.Error()})

@@ -25,7 +25,8 @@ func agentFindings(f Facts) []Finding {
 		ID: "agent-unreachable", Severity: Error,
 		What:     "vpcnetd does not answer on this node: no pod can get an address, and doctor sees only what the node, EC2 and the API show",
 		Evidence: ev,
-		Fix:      "check the agent's pod (kubectl -n kube-system get pods -o wide --field-selector spec.nodeName=NODE, then kubectl logs) or its process; if it runs, pass its introspection address with --agent (INTROSPECTION_BIND_ADDRESS)",
+		Fix: "check the agent's pod (kubectl -n kube-system get pods -o wide --field-selector spec.nodeName=NODE, then kubectl logs) or its process; if it runs, pass its introspection address with --agent (INTROSPECTION_BIND_ADDRESS). " +
+			"Without the agent doctor read the DaemonSet's paths: if the agent keeps its files elsewhere, name them (--state-dir, --cni-conf-dir, --cni-bin-dir)",
 	}}
 }
 

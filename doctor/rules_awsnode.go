@@ -15,10 +15,9 @@ func awsNodeFindings(f Facts) []Finding {
 		fixes = append(fixes, "once vpcnet runs on every node: kubectl -n kube-system delete daemonset aws-node")
 	}
 	if f.Host != nil {
-		if p := f.Host.AWSNodeCheckpoint; p != "" {
-			ev = append(ev, "its checkpoint "+p+" is still on the node")
-			fixes = append(fixes, "rm "+p+" once vpcnetd has its own checkpoint (it imports aws-node's only when it has none)")
-		}
+		// aws-node's ipam.json is not a leftover: vpcnetd reads it only
+		// when it has no checkpoint of its own, and writes it as it stops,
+		// so the node can be switched back to aws-node with its pods.
 		var chains []string
 		for _, c := range f.Host.Chains {
 			if strings.HasPrefix(c.Chain, "AWS-") {

@@ -87,6 +87,9 @@ type Readers struct {
 	// Skipped are sources the operator left out (--skip), reported as
 	// such rather than as missing.
 	Skipped map[string]bool
+	// PathDifferences are the places the readers above were told to
+	// read that are not the agent's own (Paths.Resolve).
+	PathDifferences []PathDifference
 }
 
 // notRead starts the detail of a source doctor did not try to read.

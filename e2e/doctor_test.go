@@ -25,17 +25,13 @@ type doctorResult struct {
 
 // runDoctor runs the built vpcnetctl doctor inside the node's namespace,
 // where IMDS answers at 169.254.169.254 and the agent at its default
-// address, as an operator would run it on the node. Only the paths and
-// the EC2 endpoint differ from a real node.
+// address, as an operator would run it on the node: doctor learns the
+// node's paths and EC2 endpoint from the agent's /v1/config. Its EC2
+// credentials are not an instance's, so the local cloud lets it call
+// every action, and the machine's own kubelet log is not the node's.
 func runDoctor(t *testing.T, n *simcluster.Node, extra ...string) doctorResult {
 	t.Helper()
-	args := append([]string{"doctor", "-o", "json", "--timeout", "45s",
-		"--state-dir", filepath.Join(n.Dir, "lib"),
-		"--cni-conf-dir", n.ConfDir(), "--cni-bin-dir", binDir,
-		"--ec2-endpoint", "http://" + fabric.EC2Address,
-		"--aws-node-checkpoint", filepath.Join(n.Dir, "aws-node", "ipam.json"),
-		"--kubelet-log", "",
-	}, extra...)
+	args := append([]string{"doctor", "-o", "json", "--timeout", "45s", "--kubelet-log", ""}, extra...)
 	cmd := exec.Command(filepath.Join(binDir, "vpcnetctl"), args...)
 	cmd.Env = []string{"AWS_ACCESS_KEY_ID=sim", "AWS_SECRET_ACCESS_KEY=sim", "HOME=/nonexistent"}
 	var stdout, stderr bytes.Buffer
@@ -56,6 +52,18 @@ func runDoctor(t *testing.T, n *simcluster.Node, extra ...string) doctorResult {
 		t.Fatalf("vpcnetctl doctor -o json (exit %d) printed no report: %v\nstdout:\n%s\nstderr:\n%s", res.code, err, stdout.String(), stderr.String())
 	}
 	return res
+}
+
+// nodePaths are doctor's flags for where the local cloud keeps the
+// node's files and its EC2 endpoint: what an operator names when the
+// agent, which would otherwise tell doctor, does not answer.
+func nodePaths(n *simcluster.Node) []string {
+	return []string{
+		"--state-dir", filepath.Join(n.Dir, "lib"),
+		"--cni-conf-dir", n.ConfDir(), "--cni-bin-dir", binDir,
+		"--ec2-endpoint", "http://" + fabric.EC2Address,
+		"--aws-node-checkpoint", filepath.Join(n.Dir, "aws-node", "ipam.json"),
+	}
 }
 
 // finding returns the finding with id, failing the test with the whole

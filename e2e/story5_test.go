@@ -57,7 +57,8 @@ seed: 5
 		if err == nil || !strings.Contains(err.Error(), "vpcnetd") {
 			t.Errorf("ADD with the agent gone failed with %v; want the agent named", err)
 		}
-		res := runDoctor(t, n, "--skip", "kubernetes")
+		// The agent cannot say where its files are: the operator does.
+		res := runDoctor(t, n, append([]string{"--skip", "kubernetes"}, nodePaths(n)...)...)
 		res.wantFinding(t, "agent-unreachable", doctor.Error, "not reachable", "--agent")
 		f := res.wantFinding(t, "cni-status-not-ready", doctor.Error, "STATUS: ", "socket")
 		t.Logf("cni-status-not-ready evidence: %q", f.Evidence)

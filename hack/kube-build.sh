@@ -11,6 +11,9 @@
 #   containerd containerd-shim-runc-v2 ctr crictl         tools/containerd
 #   e2e.test agnhost ginkgo                               tools/e2e
 #   coredns                                               tools/coredns
+#   aws-k8s-agent aws-cni egress-cni aws-vpc-cni
+#   aws-vpc-cni-init grpc-health-probe cni-loopback
+#   cni-host-local cni-portmap cni-bandwidth               tools/aws-node
 #
 # `hack/kube-build.sh all` builds every one but crictl and the conformance
 # programs (e2e.test, agnhost and the ginkgo runner that runs e2e.test in
@@ -35,13 +38,21 @@ go="${GO:-go}"
 # unix://STATE/kube/NODE/root/run_containerd/containerd.sock).
 all=(kube-apiserver kubelet kube-proxy kube-controller-manager kube-scheduler kubectl containerd containerd-shim-runc-v2 ctr coredns)
 conformance=(e2e.test agnhost ginkgo)
+# The Amazon VPC CNI's programs, as its two images carry them (the cni-*
+# are the reference plugins its init image installs, named here apart
+# from vpcnet's own portmap).
+awsnode=(aws-k8s-agent aws-cni egress-cni aws-vpc-cni aws-vpc-cni-init grpc-health-probe cni-loopback cni-host-local cni-portmap cni-bandwidth)
 
 if [ $# -ne 1 ]; then
-	echo "usage: kube-build.sh PROGRAM|all|conformance (programs: ${all[*]} ${conformance[*]} crictl)" >&2
+	echo "usage: kube-build.sh PROGRAM|all|conformance|aws-node (programs: ${all[*]} ${conformance[*]} ${awsnode[*]} crictl)" >&2
 	exit 2
 fi
-if [ "$1" = all ] || [ "$1" = conformance ]; then
-	if [ "$1" = all ]; then set -- "${all[@]}"; else set -- "${conformance[@]}"; fi
+if [ "$1" = all ] || [ "$1" = conformance ] || [ "$1" = aws-node ]; then
+	case "$1" in
+	all) set -- "${all[@]}" ;;
+	conformance) set -- "${conformance[@]}" ;;
+	aws-node) set -- "${awsnode[@]}" ;;
+	esac
 	for p in "$@"; do
 		"$0" "$p"
 	done
@@ -93,8 +104,38 @@ coredns)
 	modpath=github.com/coredns/coredns
 	pkg=github.com/coredns/coredns
 	;;
+aws-k8s-agent | aws-vpc-cni | aws-vpc-cni-init | grpc-health-probe)
+	module="$root/tools/aws-node"
+	modpath=github.com/aws/amazon-vpc-cni-k8s
+	pkg="github.com/aws/amazon-vpc-cni-k8s/cmd/$name"
+	;;
+aws-cni)
+	module="$root/tools/aws-node"
+	modpath=github.com/aws/amazon-vpc-cni-k8s
+	pkg=github.com/aws/amazon-vpc-cni-k8s/cmd/routed-eni-cni-plugin
+	;;
+egress-cni)
+	module="$root/tools/aws-node"
+	modpath=github.com/aws/amazon-vpc-cni-k8s
+	pkg=github.com/aws/amazon-vpc-cni-k8s/cmd/egress-cni-plugin
+	;;
+cni-loopback)
+	module="$root/tools/aws-node"
+	modpath=github.com/containernetworking/plugins
+	pkg=github.com/containernetworking/plugins/plugins/main/loopback
+	;;
+cni-host-local)
+	module="$root/tools/aws-node"
+	modpath=github.com/containernetworking/plugins
+	pkg=github.com/containernetworking/plugins/plugins/ipam/host-local
+	;;
+cni-portmap | cni-bandwidth)
+	module="$root/tools/aws-node"
+	modpath=github.com/containernetworking/plugins
+	pkg="github.com/containernetworking/plugins/plugins/meta/${name#cni-}"
+	;;
 *)
-	echo "kube-build.sh: unknown program $name (programs: ${all[*]} ${conformance[*]} crictl)" >&2
+	echo "kube-build.sh: unknown program $name (programs: ${all[*]} ${conformance[*]} ${awsnode[*]} crictl)" >&2
 	exit 2
 	;;
 esac
@@ -158,6 +199,17 @@ sigs.k8s.io/cri-tools)
 	;;
 github.com/coredns/coredns)
 	ldflags+=" -X github.com/coredns/coredns/coremain.GitCommit=module-proxy-$version"
+	;;
+github.com/aws/amazon-vpc-cni-k8s)
+	# Its Makefile's -X names pkg/version/info without the module path,
+	# which sets nothing. The package's path makes ipamd's log and
+	# awscni_build_info name the release; ipamd refuses a plugin whose
+	# version differs from its own, so the plugins' main.version is set
+	# to the same.
+	ldflags+=" -X github.com/aws/amazon-vpc-cni-k8s/pkg/version.Version=$version -X main.version=$version"
+	;;
+github.com/containernetworking/plugins)
+	ldflags+=" -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$version"
 	;;
 esac
 

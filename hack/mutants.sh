@@ -9,7 +9,10 @@
 #   hack/mutants.sh [NAME...]     # all mutants, or the ones named
 #
 # MUTANT_SEEDS (default 2000) bounds each `test: sim` (a simtest that
-# stops at its first violation); GO is the go command.
+# stops at its first violation); GO is the go command. MUTANT_TESTS, a
+# grep -E pattern, runs only the tests it matches: MUTANT_TESTS=Simulation
+# asks whether the simulation alone catches a mutant that an earlier test
+# catches first.
 set -euo pipefail
 # Without -trimpath the build cache keys every package by its directory,
 # and each scratch copy would compile the whole module again.
@@ -76,6 +79,7 @@ for i in $(seq 0 "$n"); do
 	by="-"
 	while IFS= read -r cmd; do
 		[ -n "$cmd" ] || continue
+		if [ -n "${MUTANT_TESTS:-}" ] && ! grep -qE -- "$MUTANT_TESTS" <<<"$cmd"; then continue; fi
 		echo "   $cmd"
 		start=$(date +%s)
 		if (cd "$tree" && eval "$cmd") >"$tree.log" 2>&1; then

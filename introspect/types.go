@@ -102,7 +102,8 @@ type Status struct {
 	// any address cools (DESIGN.md story 8).
 	NextFree *time.Time `json:"nextFree,omitempty"`
 	// Planned is what the planner would change now, with its reasons:
-	// empty means the pool is at the target the settings ask for.
+	// empty means the pool is at the target the settings ask for, or,
+	// with a Shortfall, that a limit stops it growing there.
 	Planned []string `json:"planned"`
 	// GrowthHeldUntil is set while growth waits after EC2 refused it.
 	GrowthHeldUntil *time.Time `json:"growthHeldUntil,omitempty"`
@@ -255,6 +256,10 @@ type KubeState struct {
 	// MaxPods is the kubelet's max pods, the Node's status.capacity.pods;
 	// 0 until the Node is found or while the kubelet has not said.
 	MaxPods int `json:"maxPods,omitempty"`
+	// Cordoned says the Node carries the taint
+	// node.kubernetes.io/unschedulable:NoSchedule, which cordoning adds
+	// (the Amazon VPC CNI's test for a non-schedulable node).
+	Cordoned bool `json:"cordoned,omitempty"`
 	// StartupTaint says what became of VPCNET_STARTUP_TAINT; TaintRemoved
 	// is true once it is off the Node, or when there is none to remove.
 	StartupTaint string         `json:"startupTaint"`

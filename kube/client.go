@@ -248,6 +248,7 @@ func (c *Client) State() agent.KubeState {
 		// The kubelet's --max-pods (or its config's maxPods), as it
 		// reports it; absent until the kubelet has posted its status.
 		st.MaxPods = int(c.node.Status.Capacity.Pods().Value())
+		st.Cordoned = cordoned(c.node)
 	}
 	if c.pods != nil {
 		st.Pods = len(c.pods.ListKeys())

@@ -28,9 +28,20 @@ var ENIConfigResource = schema.GroupVersionResource{Group: "crd.k8s.amazonaws.co
 // the label uses, as in the Amazon VPC CNI.
 const DefaultENIConfig = "default"
 
+// ExternalENIConfigLabel names the node's ENIConfig from outside the
+// cluster (the kubelet's --node-labels, a node bootstrap script): in the
+// Amazon VPC CNI it is the source of truth, above the annotation and
+// label its settings name (pkg/eniconfig, GetNodeSpecificENIConfigName).
+const ExternalENIConfigLabel = "vpc.amazonaws.com/externalEniConfig"
+
 // eniConfigName is the ENIConfig a Node asks for and where the name came
-// from: the annotation beats the label.
+// from: the external label beats the annotation, which beats the label.
+// An empty value counts as absent, for all three: no ENIConfig has an
+// empty name (aws-node would look one up and find none).
 func eniConfigName(n *corev1.Node, annotation, label string) (name, from string) {
+	if v := n.Labels[ExternalENIConfigLabel]; v != "" {
+		return v, "label " + ExternalENIConfigLabel
+	}
 	if v := n.Annotations[annotation]; v != "" {
 		return v, "annotation " + annotation
 	}
@@ -72,7 +83,7 @@ func (c *Client) followENIConfig(name, from string) {
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) })
 	w := &eniWatch{name: name, from: from, cancel: cancel, store: inf.GetStore()}
 	c.eniWatcher = w
-	c.watchErrors(inf, "watch ENIConfig "+name, func(err error) {
+	c.watchErrors(inf, eniWatchWhat(name), func(err error) {
 		c.mu.Lock()
 		w.listErr = describeENIConfigErr(err)
 		c.mu.Unlock()
@@ -93,6 +104,9 @@ func (c *Client) followENIConfig(name, from string) {
 		}
 	}()
 }
+
+// eniWatchWhat names the ENIConfig's watch among the layer's failures.
+func eniWatchWhat(name string) string { return "watch ENIConfig " + name }
 
 // describeENIConfigErr turns a list failure into what to do about it.
 func describeENIConfigErr(err error) string {
@@ -133,6 +147,12 @@ func (c *Client) eniStateLocked() agent.ENIConfigState {
 		return st
 	}
 	st.Found, st.Subnet, st.SecurityGroups = true, subnet, groups
+	// Read once, yet a failing watch means an edit to it would go unseen:
+	// the status says so (it still holds what was read, so the node keeps
+	// working), for as long as the failure is reported anywhere.
+	if e, failing := c.errs[eniWatchWhat(w.name)]; failing && c.now().Sub(e.at) <= errorTTL {
+		st.Problem = fmt.Sprintf("ENIConfig %s (named by %s) as last read; changes to it are not followed: %s", w.name, w.from, e.msg)
+	}
 	return st
 }
 

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -45,6 +47,14 @@ func TestTheNodesENIConfigIsChosenAsTheAmazonVPCCNIChoosesIt(t *testing.T) {
 			name:     "the annotation beats the label",
 			node:     newNode("n", ourProviderID, labeled(zoneLabel, "us-west-2a"), annotated(eniAnno, "pods-big")),
 			wantName: "pods-big", wantFrom: "annotation " + eniAnno, wantSubnet: "subnet-big", wantGroups: []string{"sg-big1", "sg-big2"},
+		},
+		{
+			// Issue 24: aws-node's out-of-band label is the source of
+			// truth, above the annotation and the label.
+			name: "the externalEniConfig label beats the annotation and the label",
+			node: newNode("n", ourProviderID, labeled(zoneLabel, "us-west-2a"), annotated(eniAnno, "pods-big"),
+				labeled("vpc.amazonaws.com/externalEniConfig", "default")),
+			wantName: "default", wantFrom: "label vpc.amazonaws.com/externalEniConfig", wantSubnet: "subnet-default",
 		},
 		{
 			name:     "the zone label names it by default",
@@ -118,6 +128,28 @@ func TestAMissingENIConfigCRDIsNamed(t *testing.T) {
 		t.Errorf("ENIConfig %+v marked known or found while it cannot be read", st)
 	}
 	for _, w := range []string{"ENIConfig us-west-2a", "eniconfigs.crd.k8s.amazonaws.com"} {
+		if !strings.Contains(st.Problem, w) {
+			t.Errorf("problem %q does not say %q", st.Problem, w)
+		}
+	}
+}
+
+// A found ENIConfig whose watch is refused is still used (it was read),
+// but the status must say its edits go unseen: before, the refusal showed
+// only in LastError when the list had synced first.
+func TestAnENIConfigReadButNotWatchedSaysItsChangesAreNotFollowed(t *testing.T) {
+	dyn := newDynamic(eniConfig("us-west-2a", "subnet-zone", "sg-zone"))
+	dyn.PrependWatchReactor("eniconfigs", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, nil, apierrors.NewForbidden(ENIConfigResource.GroupResource(), "", errors.New(`User "system:serviceaccount:kube-system:vpcnet" cannot watch resource "eniconfigs"`))
+	})
+	h := start(t, Options{NodeName: "n", CustomNetwork: true}, fake.NewClientset(newNode("n", ourProviderID, labeled(zoneLabel, "us-west-2a"))), dyn)
+	st := h.waitFor(t, "reported the refused watch", func(st agent.KubeState) bool {
+		return st.ENIConfig.Found && strings.Contains(st.LastError, "cannot watch")
+	}).ENIConfig
+	if st.Subnet != "subnet-zone" {
+		t.Errorf("ENIConfig %+v: want the subnet it was read with kept", st)
+	}
+	for _, w := range []string{"ENIConfig us-west-2a", "not followed", `cannot watch resource "eniconfigs"`, "ClusterRole vpcnet"} {
 		if !strings.Contains(st.Problem, w) {
 			t.Errorf("problem %q does not say %q", st.Problem, w)
 		}

@@ -70,7 +70,7 @@ func (c *controller) watchPressure(n *node, gen int, last []string) {
 		if n.gen != gen || n.agent == nil {
 			return
 		}
-		v := n.agent.sm.Summary(r.now())
+		v := n.agent.ag.Node().Summary(r.now())
 		p := c.l.Reserve(r.now(), budget.Request{Node: n.id, Subnets: v.Subnets, Exhausted: v.Exhausted}).Pressure
 		if !slices.Equal(p, last) {
 			n.step(nodestate.SubnetPressure{Subnets: p})

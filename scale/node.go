@@ -1,15 +1,20 @@
 package scale
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"slices"
 	"time"
 
-	"github.com/vpcnet/vpcnet/agent/executor"
+	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/ipam"
 )
 
@@ -22,8 +27,8 @@ type node struct {
 	tr     *transport
 	client *cloud.Client
 	host   *host
-	// disk is the checkpoint file's content; nil when there is none.
-	disk []byte
+	// disk holds the checkpoint file, which outlives the agent.
+	disk *nodeDisk
 	pods map[string]*pod
 	// agent is the running process; nil while it is down or starting.
 	agent *agentProc
@@ -35,15 +40,24 @@ type node struct {
 	upAt time.Time
 	// jobs counts jobs handed out and not answered, for quiescence.
 	jobs int
+	// failedStarts counts the starts that failed in a row.
+	failedStarts int
 }
 
-// agentProc is one run of the agent on a node.
+// agentProc is one run of the agent on a node: vpcnetd's own agent,
+// whose owner the driver is.
 type agentProc struct {
-	sm      *nodestate.Node
-	x       *executor.Executor
-	replies map[uint64]*pod
-	nextReq uint64
-	wake    time.Time
+	ag *agent.Agent
+	// replies are the requests made and not answered, by id.
+	replies map[uint64]waiter
+	// armed is the Tick the driver has queued for the agent.
+	armed time.Time
+}
+
+// waiter is a pod's request waiting for the agent's reply.
+type waiter struct {
+	p  *pod
+	ch <-chan nodestate.Reply
 }
 
 type podState int
@@ -68,10 +82,14 @@ type pod struct {
 	measured bool
 }
 
-// boot starts the agent as agent/startup.go does: IMDS, the type's limits
-// (the table: no EC2 call), EC2's attached ENIs, then the host's routes.
-// A failed EC2 read is retried with start-up's backoff (500 ms doubling to
-// 30 s) in simulated time.
+// boot starts vpcnetd on the node: its own start-up (agent.Start) reads
+// IMDS, the type's limits (the table: no EC2 call), the checkpoint,
+// EC2's attached ENIs and the host's routes. The agent is up once its
+// EC2 read's latency has passed; what it handed out meanwhile runs then.
+// A failed start is tried again with start-up's backoff (500 ms doubling
+// to 30 s) in simulated time: on the event queue nothing can wait, so
+// the agent's own retry gives up at its first wait (runs.Sleep) and the
+// driver starts it again.
 func (n *node) boot() { n.bootWith(false) }
 
 // bootWith is boot; granted says the shared budget (if any) has granted
@@ -80,25 +98,6 @@ func (n *node) bootWith(granted bool) {
 	r := n.r
 	n.gen++
 	gen := n.gen
-	self, err := n.client.DescribeSelf(r.ctx)
-	if err != nil {
-		r.fatal(fmt.Errorf("node %s: describe self from IMDS: %w", n.id, err))
-		return
-	}
-	lim, err := n.client.InstanceLimits(r.ctx, self.InstanceType)
-	if err != nil {
-		r.fatal(fmt.Errorf("node %s: limits of %s: %w", n.id, self.InstanceType, err))
-		return
-	}
-	x := &executor.Executor{Cloud: n.client, Host: n.host, InstanceID: n.id, Self: self, ENIMTU: 9001}
-	st, missing := checkpoint.State{}, n.disk == nil
-	if !missing {
-		if st, err = checkpoint.Decode(n.disk); err != nil {
-			r.fatal(fmt.Errorf("node %s: checkpoint: %w", n.id, err))
-			return
-		}
-	}
-	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
 	if r.budget != nil && !granted {
 		// Start-up's EC2 read asks the controller too, as urgent: the
 		// node serves no pod until it has read EC2.
@@ -108,11 +107,24 @@ func (n *node) bootWith(granted bool) {
 		})
 		return
 	}
-	calls := n.tr.count()
-	at, err := x.Attached(r.ctx, nil)
-	boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
-	took := r.latency(n.tr.count() - calls)
+	fx := &runs{n: n, gen: gen, starting: true}
+	ag, err := agent.New(agent.Options{Config: r.cfg, Cloud: n.client, Host: n.host, Clock: r.clk, Disk: n.disk, Effects: fx})
 	if err != nil {
+		r.fatal(fmt.Errorf("node %s: %w", n.id, err))
+		return
+	}
+	calls := n.tr.count()
+	err = ag.Start(r.ctx)
+	took := r.latency(n.tr.count() - calls)
+	if bad := (*disk.CorruptError)(nil); errors.As(err, &bad) {
+		r.fatal(fmt.Errorf("node %s: %w", n.id, err))
+		return
+	}
+	if err != nil {
+		if n.failedStarts++; n.failedStarts > maxFailedStarts {
+			r.fatal(fmt.Errorf("node %s: start-up failed %d times: %w", n.id, n.failedStarts, err))
+			return
+		}
 		n.backoff = min(max(2*n.backoff, 500*time.Millisecond), 30*time.Second)
 		r.q.at(r.now().Add(took+n.backoff), func() {
 			if n.gen == gen {
@@ -121,29 +133,15 @@ func (n *node) bootWith(granted bool) {
 		})
 		return
 	}
-	n.backoff = 0
+	n.backoff, n.failedStarts = 0, 0
 	r.q.at(r.now().Add(took), func() {
 		if n.gen != gen {
 			return
 		}
-		boot.Routed, _ = n.host.PodAddrs(r.ctx)
-		plan := ipam.DefaultPlanConfig()
-		plan.WarmENITarget, plan.WarmIPTarget, plan.MinimumIPTarget = r.cfg.WarmENITarget, r.cfg.WarmIPTarget, r.cfg.MinimumIPTarget
-		plan.ENIGracePeriod = r.cfg.ENIGrace
-		plan.SubnetID, plan.SecurityGroups = self.Primary.SubnetID, self.Primary.SecurityGroups
-		sm, err := nodestate.New(nodestate.Config{
-			InstanceID: n.id, InstanceType: self.InstanceType, Plan: plan,
-			Limits:   ipam.Limits{MaxENIs: lim.MaxENIs, IPv4PerENI: lim.IPv4PerENI},
-			Cooldown: r.cfg.Cooldown, AddWait: r.cfg.AddWait, DemandMemory: r.cfg.DemandMemory, ReclaimAfter: r.cfg.ReclaimAfter, DetachHold: r.cfg.DetachHold,
-			ResyncInterval: r.cfg.ReconcileInterval, AttachTimeout: 2 * time.Minute, Classify: executor.Classify, HostVeth: hostVeth,
-		}, boot, r.now())
-		if err != nil {
-			r.fatal(fmt.Errorf("node %s: start the state machine: %w", n.id, err))
-			return
-		}
-		n.agent = &agentProc{sm: sm, x: x, replies: map[uint64]*pod{}}
+		n.agent = &agentProc{ag: ag, replies: map[uint64]waiter{}}
 		n.upAt = r.now()
 		r.booted++
+		fx.up()
 		n.collect()
 		if r.budget != nil {
 			r.budget.watchPressure(n, gen, nil)
@@ -157,90 +155,144 @@ func (n *node) bootWith(granted bool) {
 	})
 }
 
+// maxFailedStarts bounds the starts a node tries in a row: a start-up
+// that keeps failing in the emulator is a bug, not a scenario.
+const maxFailedStarts = 50
+
 // crash ends the agent process: its jobs' results and its requests are
 // lost; kubelet retries the requests.
 func (n *node) crash() {
 	if n.agent == nil {
 		return
 	}
-	for _, p := range n.agent.replies {
-		p.req = 0
+	for _, w := range n.agent.replies {
+		w.p.req = 0
 	}
 	n.agent = nil
 	n.jobs = 0
 	n.gen++
 }
 
-// step feeds the machine one event and performs what it wants.
+// step hands the agent one event and collects what it answered.
 func (n *node) step(ev nodestate.Event) {
-	a := n.agent
-	a.sm.Step(n.r.now(), ev)
+	n.agent.ag.Step(n.r.ctx, ev)
 	n.collect()
 }
 
-// collect performs the machine's Ready: jobs run now against EC2 and
-// answer after their calls' latency; checkpoint writes finish after a
-// millisecond; replies go to the pods; the wake-up is scheduled.
+// collect hands the pods the replies the agent released, in the order
+// they were asked, and queues the Tick the agent wants next.
 func (n *node) collect() {
 	r := n.r
 	a := n.agent
+	ids := make([]uint64, 0, len(a.replies))
+	for id := range a.replies {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		w := a.replies[id]
+		select {
+		case rep := <-w.ch:
+			delete(a.replies, id)
+			n.reply(w.p, rep)
+		default:
+		}
+	}
+	if n.agent != a {
+		return
+	}
 	gen := n.gen
-	rd := a.sm.Ready()
-	if rd.Persist != nil {
-		p := *rd.Persist
-		b, err := checkpoint.Encode(p.State)
-		if err != nil {
-			r.fatal(fmt.Errorf("node %s: encode checkpoint: %w", n.id, err))
-			return
-		}
-		n.disk = b
-		r.q.at(r.now().Add(time.Millisecond), func() {
-			if n.gen == gen {
-				n.step(nodestate.Persisted{Version: p.Version})
-			}
-		})
-	}
-	for _, j := range rd.Jobs {
-		n.jobs++
-		if calls := j.Calls(); r.budget != nil && len(calls) > 0 {
-			r.budget.acquire(n, gen, calls, func() bool { return n.urgent(j.ID) }, func() { n.runJob(j, gen) })
-			continue
-		}
-		n.runJob(j, gen)
-	}
-	for _, rep := range rd.Replies {
-		n.reply(rep)
-	}
-	if !rd.Wake.IsZero() && !rd.Wake.Equal(a.wake) {
-		a.wake = rd.Wake
-		at := rd.Wake
-		r.q.at(at, func() {
-			if n.gen == gen && n.agent.wake.Equal(at) {
-				n.agent.wake = time.Time{}
+	if wake := a.ag.Wake(); !wake.IsZero() && !wake.Equal(a.armed) {
+		a.armed = wake
+		r.q.at(wake, func() {
+			if n.gen == gen && n.agent.armed.Equal(wake) {
+				n.agent.armed = time.Time{}
 				n.step(nodestate.Tick{})
 			}
 		})
 	}
 }
 
-// runJob performs a job against EC2 now; its result arrives after its
-// calls' latency.
-func (n *node) runJob(j nodestate.Job, gen int) {
-	r := n.r
-	calls := n.tr.count()
-	ev := n.agent.x.Run(r.ctx, j)
-	took := r.latency(n.tr.count() - calls)
-	r.q.at(r.now().Add(took), func() {
-		if n.gen == gen {
-			n.jobs--
-			n.step(ev)
+// runs are one run's Effects on the event queue: a checkpoint write lands
+// at once and is reported a millisecond later; a job runs against EC2
+// once the budget (if any) grants it and answers after its calls'
+// latency. What a run hands out while it starts waits until it is up; what
+// an earlier run handed out is dropped (that process is gone).
+type runs struct {
+	n        *node
+	gen      int
+	starting bool
+	held     []agent.Work
+}
+
+var _ agent.Effects = (*runs)(nil)
+
+func (fx *runs) Go(ctx context.Context, w agent.Work) {
+	if fx.starting {
+		fx.held = append(fx.held, w)
+		return
+	}
+	n, r, gen := fx.n, fx.n.r, fx.gen
+	if n.gen != gen {
+		return
+	}
+	switch {
+	case w.Write != nil:
+		w.Run(ctx, func(ev nodestate.Event) bool {
+			r.q.at(r.now().Add(time.Millisecond), func() {
+				if n.gen == gen {
+					n.step(ev)
+				}
+			})
+			return true
+		})
+	case w.Job != nil:
+		n.jobs++
+		j := *w.Job
+		run := func() {
+			calls := n.tr.count()
+			w.Run(ctx, func(ev nodestate.Event) bool {
+				took := r.latency(n.tr.count() - calls)
+				r.q.at(r.now().Add(took), func() {
+					if n.gen == gen {
+						n.jobs--
+						n.step(ev)
+					}
+				})
+				return true
+			})
 		}
-	})
+		if calls := j.Calls(); r.budget != nil && len(calls) > 0 {
+			r.budget.acquire(n, gen, calls, func() bool { return n.urgent(j.ID) }, run)
+			return
+		}
+		run()
+	default:
+		r.q.at(r.now(), func() {
+			if n.gen == gen {
+				w.Run(ctx, func(ev nodestate.Event) bool { n.step(ev); return true })
+			}
+		})
+	}
+}
+
+// Sleep does not wait: on the event queue nothing can. Start-up gives up,
+// and boot starts the agent again after the backoff.
+func (fx *runs) Sleep(context.Context, time.Duration) bool { return false }
+
+// up runs what the run handed out while it started.
+func (fx *runs) up() {
+	fx.starting = false
+	held := fx.held
+	fx.held = nil
+	for _, w := range held {
+		fx.Go(fx.n.r.ctx, w)
+	}
 }
 
 // urgent says pods wait for job id, as the agent's machine sees it.
 func (n *node) urgent(id uint64) bool {
-	return n.agent != nil && slices.Contains(n.agent.sm.Summary(n.r.now()).Urgent, id)
+	return n.agent != nil && slices.Contains(n.agent.ag.Node().Summary(n.r.now()).Urgent, id)
 }
 
 func (n *node) sortedPods() []*pod {
@@ -281,26 +333,22 @@ func (n *node) request(p *pod, del bool) {
 		}
 		return // kubelet retries the ADD once the agent is up (boot)
 	}
-	a.nextReq++
-	id := a.nextReq
-	a.replies[id] = p
-	p.req = id
-	if del {
-		n.step(nodestate.DelRequest{ID: id, Key: p.key})
-		return
+	build := func(id uint64) nodestate.Event {
+		return nodestate.AddRequest{ID: id, Key: p.key, Pod: ipam.Pod{Namespace: "default", Name: p.name}}
 	}
-	n.step(nodestate.AddRequest{ID: id, Key: p.key, Pod: ipam.Pod{Namespace: "default", Name: p.name}})
+	if del {
+		build = func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: p.key} }
+	}
+	id, ch := a.ag.Submit(n.r.ctx, build)
+	p.req = id
+	a.replies[id] = waiter{p: p, ch: ch}
+	n.collect()
 }
 
 // reply delivers the agent's answer. A failed ADD is retried by kubelet
 // after 1 to 3 s (the pod sandbox is created again).
-func (n *node) reply(rep nodestate.Reply) {
+func (n *node) reply(p *pod, rep nodestate.Reply) {
 	r := n.r
-	p, ok := n.agent.replies[rep.ID]
-	if !ok {
-		return
-	}
-	delete(n.agent.replies, rep.ID)
 	if p.req != rep.ID {
 		return
 	}
@@ -346,6 +394,37 @@ func (n *node) quiet() bool {
 	if n.agent == nil || n.jobs > 0 {
 		return false
 	}
-	acts, _ := n.agent.sm.Plan(n.r.now())
+	acts, _ := n.agent.ag.Node().Plan(n.r.now())
 	return len(acts) == 0
 }
+
+// nodeDisk is a node's disk as its agent sees it (agent.Disk): the
+// checkpoint file's bytes, kept across the agent's restarts. Every write
+// lands.
+type nodeDisk struct {
+	bytes []byte
+}
+
+var _ agent.Disk = (*nodeDisk)(nil)
+
+func (d *nodeDisk) Load(path string) (checkpoint.State, error) {
+	if d.bytes == nil {
+		return checkpoint.State{}, fmt.Errorf("load checkpoint: %w", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist})
+	}
+	st, err := checkpoint.Decode(d.bytes)
+	if err != nil {
+		return checkpoint.State{}, &disk.CorruptError{Path: path, Err: err, CopyErr: errors.New("scale driver's disk")}
+	}
+	return st, nil
+}
+
+func (d *nodeDisk) Save(_ string, s checkpoint.State) error {
+	b, err := checkpoint.Encode(s)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	d.bytes = b
+	return nil
+}
+
+func (d *nodeDisk) InstallConf(string, string, cniconf.Options) error { return nil }

@@ -49,6 +49,17 @@ type Options struct {
 	Budget bool
 }
 
+// driverDefault is an agent setting the driver changes unless
+// Options.Settings names it. The topology tags no subnet for pods, so
+// subnet discovery would only add a DescribeSubnets read to every node's
+// growth: the figures are those of the node's own subnet.
+func driverDefault(name string) (string, bool) {
+	if name == "ENABLE_SUBNET_DISCOVERY" {
+		return "false", true
+	}
+	return "", false
+}
+
 // Scenario is a named way to load the account.
 type Scenario struct {
 	Name    string
@@ -152,7 +163,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Nodes <= 0 {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := o.Settings[k]; return v, ok })
+	cfg, err := config.Load(func(k string) (string, bool) {
+		if v, ok := o.Settings[k]; ok {
+			return v, true
+		}
+		return driverDefault(k)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("agent settings: %w", err)
 	}
@@ -173,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	ec2 := r.cloud.EC2Handler()
 	for i := range o.Nodes {
 		id := instanceID(i)
-		n := &node{r: r, idx: i, id: id, host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}}
+		n := &node{r: r, idx: i, id: id, host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}, disk: &nodeDisk{}}
 		n.tr = newTransport(ec2, r.cloud.IMDSHandler(id), r.clk.Now)
 		if n.client, err = newClient(ctx, n.tr, id); err != nil {
 			return nil, fmt.Errorf("node %s: EC2 client: %w", id, err)

@@ -137,15 +137,19 @@ func (c *Cloud) modifyNetworkInterfaceAttribute(r *request) (any, error) {
 		return nil, err
 	}
 	groups := p.list("SecurityGroupId")
+	ct, ctGiven, err := parseConnTrack(p)
+	if err != nil {
+		return nil, err
+	}
 	given := 0
-	for _, set := range []bool{p.has("Description.Value"), len(groups) > 0, p.has("Attachment.AttachmentId") || p.has("Attachment.DeleteOnTermination"), p.has("SourceDestCheck.Value")} {
+	for _, set := range []bool{p.has("Description.Value"), len(groups) > 0, p.has("Attachment.AttachmentId") || p.has("Attachment.DeleteOnTermination"), p.has("SourceDestCheck.Value"), ctGiven} {
 		if set {
 			given++
 		}
 	}
 	switch {
 	case given == 0:
-		return nil, errorf(codeMissingParameter, "The request must contain one attribute to modify: Description, SecurityGroupId.N, Attachment or SourceDestCheck")
+		return nil, errorf(codeMissingParameter, "The request must contain one attribute to modify: Description, SecurityGroupId.N, Attachment, SourceDestCheck or ConnectionTrackingSpecification")
 	case given > 1:
 		return nil, errorf(codeInvalidParameterCombination, "Fields for multiple attribute types specified: modify one attribute per request")
 	}
@@ -172,6 +176,8 @@ func (c *Cloud) modifyNetworkInterfaceAttribute(r *request) (any, error) {
 			e.groups = groups
 		case p.has("SourceDestCheck.Value"):
 			e.sourceDestCheck = sdc
+		case ctGiven:
+			e.connTrack = e.connTrack.merge(ct)
 		default:
 			attID, err := p.required("Attachment.AttachmentId")
 			if err != nil {

@@ -37,6 +37,10 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 		return nil, err
 	}
 	groups := p.list("SecurityGroupId")
+	ct, _, err := parseConnTrack(p)
+	if err != nil {
+		return nil, err
+	}
 	token := p.get("ClientToken")
 	itype, err := parseInterfaceType(p.get("InterfaceType"))
 	if err != nil {
@@ -85,7 +89,7 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 			addrs = addrs[1:]
 		}
 		e := c.newENILocked(sn, primary, groups, p.get("Description"))
-		e.secondaries, e.prefixes, e.interfaceType = addrs, prefixes, itype
+		e.secondaries, e.prefixes, e.interfaceType, e.connTrack = addrs, prefixes, itype, ct
 		for _, t := range tags {
 			e.tags[t.key] = t.value
 		}

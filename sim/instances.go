@@ -121,6 +121,7 @@ func (c *Cloud) launch(spec InstanceSpec, now time.Time) error {
 		reservation: c.ids.resource("r"),
 	}
 	e := c.newENILocked(sn, primary, groups, "Primary network interface")
+	e.connTrack = spec.ConnectionTracking.connTrack()
 	e.status = statusInUse
 	e.att = &attachment{
 		id:                  c.ids.resource("eni-attach"),

@@ -59,6 +59,8 @@ type eni struct {
 	// interfaceType is EC2's InterfaceType: "interface" (an ordinary
 	// ENI), "efa", "efa-only" (no IP address at all) or "trunk".
 	interfaceType string
+	// connTrack is the ENI's connection-tracking idle timeouts.
+	connTrack connTrack
 }
 
 type attachment struct {

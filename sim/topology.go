@@ -80,6 +80,10 @@ type InstanceSpec struct {
 	// starts: EFA interfaces on other network cards, a trunk, an ENI
 	// tagged no_manage.
 	Interfaces []InterfaceSpec `json:"interfaces,omitempty"`
+	// ConnectionTracking sets the primary ENI's connection-tracking idle
+	// timeouts, as a launch template's ConnectionTrackingSpecification
+	// does; absent leaves EC2's defaults (and none described).
+	ConnectionTracking *ConnTrackSpec `json:"connectionTracking,omitempty"`
 }
 
 // RoleSpec is an IAM role as the emulator models it: every EC2 action is

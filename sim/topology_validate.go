@@ -115,6 +115,9 @@ func (t *Topology) validate() error {
 		if err := in.validateInterfaces(t, i); err != nil {
 			return err
 		}
+		if err := in.ConnectionTracking.validate(); err != nil {
+			return at(fmt.Sprintf("instances[%d].connectionTracking", i), fmt.Errorf("instance %s: %w", in.ID, err))
+		}
 	}
 	for name, d := range map[string]Duration{"attachDelay": t.AttachDelay, "detachDelay": t.DetachDelay, "imdsLag": t.IMDSLag} {
 		if d < 0 {

@@ -58,6 +58,7 @@ type xmlENI struct {
 	PrivateIPs         []xmlPrivateIP    `xml:"privateIpAddressesSet>item"`
 	Prefixes           []xmlPrefix       `xml:"ipv4PrefixSet>item"`
 	Tags               []xmlTag          `xml:"tagSet>item"`
+	ConnTrack          *xmlConnTrack     `xml:"connectionTrackingConfiguration,omitempty"`
 }
 
 // ec2Time is the timestamp format of EC2 responses.
@@ -134,6 +135,7 @@ func (c *Cloud) xmlENI(e *eni) xmlENI {
 		PrivateIPs:         c.xmlPrivateIPs(e),
 		Prefixes:           xmlPrefixes(e),
 		Tags:               xmlTags(e.tags),
+		ConnTrack:          e.connTrack.xml(),
 	}
 	if e.att != nil {
 		x.Attachment = &xmlENIAttachment{

@@ -45,6 +45,7 @@ type xmlInstanceENI struct {
 	Attachment         xmlInstanceAttachment `xml:"attachment"`
 	PrivateIPs         []xmlPrivateIP        `xml:"privateIpAddressesSet>item"`
 	Prefixes           []xmlPrefix           `xml:"ipv4PrefixSet>item"`
+	ConnTrack          *xmlConnTrack         `xml:"connectionTrackingConfiguration,omitempty"`
 }
 
 type xmlInstance struct {
@@ -125,6 +126,7 @@ func (c *Cloud) xmlInstanceLocked(in *instance) xmlInstance {
 			},
 			PrivateIPs: c.xmlPrivateIPs(e),
 			Prefixes:   xmlPrefixes(e),
+			ConnTrack:  e.connTrack.xml(),
 		})
 	}
 	return x

@@ -55,6 +55,9 @@ func (n *Node) agentEnv() []string {
 		"VPCNET_SOCKET=" + n.socket(),
 		"VPCNET_STATE_DIR=" + filepath.Join(n.Dir, "lib"),
 		"VPCNET_CNI_CONF_DIR=" + n.confDir(),
+		// The plugins are where the local cloud's runtime (pod.go's
+		// libcni) finds them; the agent reports it for doctor.
+		"VPCNET_CNI_BIN_DIR=" + n.cluster.state.BinDir,
 		"VPCNET_AWS_VPC_CNI_CHECKPOINT=" + filepath.Join(n.Dir, "aws-node", "ipam.json"),
 		"INTROSPECTION_BIND_ADDRESS=" + introspection,
 	}

@@ -30,7 +30,8 @@ type Options struct {
 	// so clusters with different state directories never share a name.
 	Prefix string
 	// AgentEnv adds settings (KEY=VALUE) to every agent's environment;
-	// NodeEnv to one node's, by instance ID, after AgentEnv.
+	// NodeEnv to one node's, by instance ID, after AgentEnv. Start
+	// checks them (CheckAgentEnv) before it starts anything.
 	AgentEnv []string
 	NodeEnv  map[string][]string
 	// NoAgents leaves the nodes without a vpcnetd process: the agents
@@ -97,6 +98,18 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	for _, bin := range []string{"vpcnetd", "vpcnet", "portmap"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("simcluster: %s is not built in %s (run make build-sim): %w", bin, opts.BinDir, err)
+		}
+	}
+	if !opts.NoAgents {
+		// A bad setting would stop every agent at start, each in its own
+		// log; said once here, nothing has been started yet.
+		if err := CheckAgentEnv(opts.AgentEnv); err != nil {
+			return nil, fmt.Errorf("simcluster: %w", err)
+		}
+		for id, env := range opts.NodeEnv {
+			if err := CheckAgentEnv(append(slices.Clone(opts.AgentEnv), env...)); err != nil {
+				return nil, fmt.Errorf("simcluster: node %s: %w", id, err)
+			}
 		}
 	}
 	c := &Cluster{log: opts.Logger, state: State{Prefix: opts.Prefix, StateDir: opts.StateDir}}

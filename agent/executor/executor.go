@@ -110,10 +110,18 @@ type Executor struct {
 	// CustomNetwork (an ENIConfig's subnet) turns it off.
 	SubnetDiscovery bool
 	CustomNetwork   bool
+	// ClusterName is CLUSTER_NAME: a subnet tagged for other clusters
+	// only (TagClusterPrefix) gets no ENI. Empty skips that check.
+	ClusterName string
 
-	// mu guards subnets: subnet CIDRs learned from EC2.
-	mu      sync.Mutex
-	subnets map[string]netip.Prefix
+	// mu guards subnets, subnet CIDRs learned from EC2, and the primary
+	// ENI's connection-tracking timeouts as EC2 last described them
+	// (primaryCT, known once primaryCTRead), which every ENI created
+	// carries (see attach).
+	mu            sync.Mutex
+	subnets       map[string]netip.Prefix
+	primaryCT     cloud.ConnTrack
+	primaryCTRead bool
 }
 
 // Run performs job and returns its result event.
@@ -193,6 +201,9 @@ func (x *Executor) Attached(ctx context.Context, known []string) (Attached, erro
 		}
 		if e.Attachment.NetworkCardIndex == 0 {
 			out.Devices = append(out.Devices, e.Attachment.DeviceIndex)
+			if e.Attachment.DeviceIndex == 0 {
+				x.notePrimaryConnTrack(e.ConnTrack)
+			}
 		}
 		if why := UnmanagedReason(e); why != "" {
 			out.Unmanaged = append(out.Unmanaged, nodestate.UnmanagedENI{ID: e.ID, NetworkCard: e.Attachment.NetworkCardIndex,
@@ -374,6 +385,12 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *no
 	} else {
 		in.SecondaryAddresses = act.Count
 	}
+	ct, err := x.primaryConnTrack(ctx)
+	if err != nil {
+		res.Err = err
+		return
+	}
+	in.ConnTrack = ct
 	subnets, err := x.createSubnets(ctx, act)
 	if err != nil {
 		res.Err = err

@@ -82,6 +82,9 @@ type cloudView struct {
 	plan      ipam.PlanConfig
 	eniCfgOK  bool
 	eniCfgMsg string
+	// cordonHold: the node is cordoned and AWS_MANAGE_ENIS_NON_SCHEDULABLE
+	// is false (CordonUpdate).
+	cordonHold bool
 	// devices are the device indexes EC2 last said are taken.
 	devices   map[int]bool
 	attaching map[string]*attaching

@@ -32,6 +32,7 @@ const (
 	ReasonEC2Error        = "ec2_error"
 	ReasonPending         = "pending"
 	ReasonENIConfig       = "eniconfig_not_ready"
+	ReasonCordoned        = "node_cordoned"
 )
 
 // explain turns the planner's shortfall and the last EC2 failure into the
@@ -46,6 +47,9 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK:
 		e.Reason = ReasonENIConfig
 		e.Detail = "custom networking: no ENI can be attached for pod addresses: " + n.cloud.eniCfgMsg
+	case n.cloud.cordonHold:
+		e.Reason = ReasonCordoned
+		e.Detail = "the node is cordoned (taint node.kubernetes.io/unschedulable), and with AWS_MANAGE_ENIS_NON_SCHEDULABLE=false, as in the Amazon VPC CNI, no address is added while it is: uncordon the node, or set AWS_MANAGE_ENIS_NON_SCHEDULABLE=true"
 	case growErr != nil && c.SubnetFragmented && n.frag.active:
 		e.Reason = ReasonSubnetFragmented
 		e.Detail = n.frag.message()

@@ -215,6 +215,14 @@ func (n *Node) Step(now time.Time, ev Event) {
 		if ev.MaxPods > 0 {
 			n.cloud.plan.MaxPods = ev.MaxPods
 		}
+	case CordonUpdate:
+		switch {
+		case ev.Hold && !n.cloud.cordonHold:
+			n.log.Info("node cordoned: no address is assigned and no ENI attached or detached until it is uncordoned (AWS_MANAGE_ENIS_NON_SCHEDULABLE=false)")
+		case !ev.Hold && n.cloud.cordonHold:
+			n.log.Info("node uncordoned, or AWS_MANAGE_ENIS_NON_SCHEDULABLE=true: the pool follows its targets again")
+		}
+		n.cloud.cordonHold = ev.Hold
 	case ResyncResult:
 		n.cloud.onResync(ev, now)
 	case HostResult:

@@ -66,8 +66,8 @@ func (b *growBackoff) reset() { b.delay, b.until = 0, time.Time{} }
 // remembered Adds are its demand.
 func planSnapshot(n *Node, now time.Time) ipam.Snapshot {
 	snap := n.pool.Snapshot(now)
-	n.planner.countRestartCoolingAsFree(&snap)
 	snap.Waiting = n.reqs.demandCount()
+	n.planner.countRestartCoolingAsFree(&snap)
 	return snap
 }
 
@@ -137,7 +137,11 @@ func (x *planner) demandOnly(now time.Time) bool {
 
 // countRestartCoolingAsFree: addresses cooling only because the agent
 // restarted are not demand the pool failed to meet, and must not make it
-// grow (a restart with no pod change makes no EC2 change).
+// grow (a restart with no pod change makes no EC2 change). They stand in
+// for the warm pool only: an Add cannot take a cooling address, so while
+// more Adds wait than addresses are free they count as cooling, as any
+// other cooling address does, and the pool grows for those pods instead
+// of failing them until the cooldown ends (issue 24).
 func (x *planner) countRestartCoolingAsFree(snap *ipam.Snapshot) {
 	n := x.n
 	rc := n.host.restartCooling
@@ -148,6 +152,15 @@ func (x *planner) countRestartCoolingAsFree(snap *ipam.Snapshot) {
 		if !n.pool.IsCooling(ip) {
 			delete(rc, ip)
 		}
+	}
+	free := 0
+	for _, e := range snap.ENIs {
+		for _, b := range e.Blocks {
+			free += b.Free
+		}
+	}
+	if snap.Waiting > free {
+		return
 	}
 	for i := range snap.ENIs {
 		for j := range snap.ENIs[i].Blocks {
@@ -242,15 +255,19 @@ func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action
 }
 
 // filter drops what may not happen now: ENI changes while the ENIConfig
-// is unusable, growth while EC2's refusal is backed off, anything but
-// attaches while attaches are under way, and shrinking while the host's
-// pods are unknown or quarantined addresses exist.
+// is unusable, growth and detaches while the node is cordoned (with
+// AWS_MANAGE_ENIS_NON_SCHEDULABLE=false), growth while EC2's refusal is
+// backed off, anything but attaches while attaches are under way, and
+// shrinking while the host's pods are unknown or quarantined addresses
+// exist.
 func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
 	n := x.n
 	hold := !n.host.ok || len(n.host.quarantined) > 0
 	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
 		switch {
 		case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK && (act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI):
+			return true
+		case n.cloud.cordonHold && (isGrowth(act) || act.Kind == ipam.DetachENI):
 			return true
 		case isGrowth(act) && n.cloud.grow.blocked(now):
 			return true

@@ -139,3 +139,48 @@ func TestAnAddressReleasedJustBeforeARestartCoolsOnlyForTheRestOfItsCooldown(t *
 	}
 	t.Fatalf("the waiting Add was not answered within %s of the restart", testConfig().AddWait)
 }
+
+// Issue 24: after a restart from a checkpoint that does not say when its
+// addresses were freed (aws-node's ipam.json on a switch-over, or an older
+// vpcnet's), every free address cools for a whole cooldown. The planner
+// counted them as free so the restart would not grow the pool, and so an
+// Add found nothing to take and nothing coming: the agent said ready
+// while every Add failed for 30 s. An Add that finds nothing free grows
+// the pool at once, and is answered as soon as EC2 delivers.
+func TestAnAddAfterARestartThatCooledEveryFreeAddressIsServedWithoutWaitingForTheCooldown(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits = ipam.Limits{MaxENIs: 2, IPv4PerENI: 6}
+	live := netip.MustParseAddr("10.0.0.5")
+	ck := checkpoint.State{Entries: []checkpoint.Entry{{Key: podKey(0), Addr: live,
+		Pod: ipam.Pod{Namespace: "default", Name: "p0"}, AssignedAt: t0.Add(-time.Hour)}}}
+	boot := t0.Add(2 * time.Hour)
+	eni := primaryENI("10.0.0.5/32", "10.0.0.6/32", "10.0.0.7/32", "10.0.0.8/32", "10.0.0.9/32")
+	second := ENIInfo{ID: "eni-s", DeviceIndex: 1, SubnetID: "subnet-a", SubnetCIDR: netip.MustParsePrefix("10.0.0.0/24"),
+		PrimaryIP: netip.MustParseAddr("10.0.0.20"), AttachmentID: "att-s", DeleteOnTermination: true, CreatedAt: t0.Add(-time.Hour),
+		Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.21/32"), netip.MustParsePrefix("10.0.0.22/32")}}
+	n, err := New(cfg, Boot{Checkpoint: ck, ENIs: []ENIInfo{eni, second}, Routed: []Route{{Addr: live}}}, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := drain(t, n, boot)
+	if g, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && isGrowth(j.Action) }); ok {
+		t.Fatalf("the restart alone grows the pool: %s", g.Action)
+	}
+	if st := n.View(boot).Stats; st.Free != 0 || st.Cooling == 0 {
+		t.Fatalf("after the restart %d addresses are free and %d cool; want every free address cooling", st.Free, st.Cooling)
+	}
+
+	n.Step(boot, AddRequest{ID: 1, Key: podKey(1)})
+	jobs, replies := drain(t, n, boot)
+	grow, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks })
+	if !ok || len(replies) != 0 {
+		t.Fatalf("an Add after the restart got %+v and the jobs %+v; want EC2 asked for addresses at once", replies, jobs)
+	}
+	got := netip.MustParsePrefix("10.0.0.23/32")
+	delivered := boot.Add(time.Second)
+	n.Step(delivered, ActionResult{JobID: grow.ID, Blocks: []netip.Prefix{got}})
+	_, replies = drain(t, n, delivered)
+	if len(replies) != 1 || replies[0].Err != nil || replies[0].Assignment.Addr != got.Addr() {
+		t.Fatalf("once EC2 delivered %s the waiting Add got %+v; want that address", got, replies)
+	}
+}

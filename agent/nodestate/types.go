@@ -149,6 +149,17 @@ type ENIConfigUpdate struct {
 	SecurityGroups []string
 }
 
+// CordonUpdate says whether the pool is held because the node is cordoned
+// (its Node tainted node.kubernetes.io/unschedulable:NoSchedule) and
+// AWS_MANAGE_ENIS_NON_SCHEDULABLE is false. While Hold, no address is
+// assigned, no ENI attached and none detached, as in the Amazon VPC CNI
+// (ipamd's isENIAttachmentAllowed and tryFreeENI), so a node being
+// drained takes nothing more from the subnet and keeps what its pods may
+// still use; surplus addresses are still released, as there.
+type CordonUpdate struct {
+	Hold bool
+}
+
 // MaxPodsUpdate is the node's max pods as the shell last learned it (the
 // kubelet's, MAX_PODS or the EKS rule): the pool never grows past what
 // this many pods can use. Values below 1 are ignored.
@@ -253,6 +264,7 @@ func (ResyncNow) event()       {}
 func (Persisted) event()       {}
 func (ENIConfigUpdate) event() {}
 func (MaxPodsUpdate) event()   {}
+func (CordonUpdate) event()    {}
 func (ResyncResult) event()    {}
 func (HostResult) event()      {}
 func (ActionResult) event()    {}

@@ -43,6 +43,9 @@ type View struct {
 	CheckpointVersion, Written uint64
 	ENIConfigOK                bool
 	ENIConfigMessage           string
+	// CordonHold says the pool is held because the node is cordoned
+	// (CordonUpdate).
+	CordonHold bool
 	// InFlight counts jobs handed out and not yet answered.
 	InFlight int
 	// PendingDOT lists ENIs of the pool without DeleteOnTermination.
@@ -130,6 +133,7 @@ func (n *Node) Summary(now time.Time) View {
 		Quarantined:   quarantinedAddrs(n.host.quarantined),
 		Stale:         slices.Clone(n.stale),
 		ENIConfigOK:   n.cloud.eniCfgOK,
+		CordonHold:    n.cloud.cordonHold,
 		Urgent:        slices.Clone(n.urgentJobs),
 		Subnets:       poolSubnets(n),
 		Exhausted:     n.pressure.recent(now),

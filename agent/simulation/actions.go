@@ -1,13 +1,11 @@
 package simulation
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
-	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
 )
@@ -42,9 +40,9 @@ func (st *steps) act() error {
 		return r.do.delPod()
 	case w < 50 && up && len(r.agent.jobs) > 0:
 		return r.do.runJob(r.rng.IntN(len(r.agent.jobs)), r.rng.IntN(20) == 0)
-	case w >= 59 && w < 62 && up && r.agent.persist != nil:
+	case w >= 59 && w < 62 && up && r.agent.write != nil:
 		return r.do.diskStall()
-	case w < 62 && up && r.agent.persist != nil:
+	case w < 62 && up && r.agent.write != nil:
 		return r.do.finishPersist(r.rng.IntN(25) != 0)
 	case w < 80:
 		d := []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, 40 * time.Second, 2 * time.Minute}[r.rng.IntN(6)]
@@ -150,22 +148,23 @@ func (st *steps) delPod() error {
 	return r.request(name, p, true)
 }
 
-// runJob performs the agent's job i; lie makes its first mutating call
+// runJob runs the agent's job i; lie makes its first mutating call
 // report a failure although EC2 performed it.
 func (st *steps) runJob(i int, lie bool) error {
 	r := st.r
 	a := r.agent
-	j := a.jobs[i]
+	w := a.jobs[i]
 	a.jobs = slices.Delete(a.jobs, i, i+1)
 	r.tr.mu.Lock()
 	r.tr.lieNext = lie
 	r.tr.mu.Unlock()
-	ev := a.x.Run(r.ctx, j)
-	r.tr.mu.Lock()
-	r.tr.lieNext = false
-	r.tr.mu.Unlock()
-	r.trace("job %d %s %s → %s", j.ID, j.Kind, j.Action.Kind, describe(ev))
-	return r.stepAgent(ev)
+	defer func() {
+		r.tr.mu.Lock()
+		r.tr.lieNext = false
+		r.tr.mu.Unlock()
+	}()
+	j := w.Job
+	return r.perform(w, fmt.Sprintf("job %d %s %s", j.ID, j.Kind, j.Action.Kind))
 }
 
 func describe(ev nodestate.Event) string {
@@ -180,26 +179,20 @@ func describe(ev nodestate.Event) string {
 	return fmt.Sprintf("%+v", ev)
 }
 
+// finishPersist lets the agent's checkpoint write run: the disk takes it,
+// or fails it (ok false: the volume is full).
 func (st *steps) finishPersist(ok bool) error {
 	r := st.r
 	a := r.agent
-	p := a.persist
-	a.persist = nil
-	var err error
-	if ok {
-		b, eerr := checkpoint.Encode(p.State)
-		if eerr != nil {
-			return r.fail("checkpoint the agent asked for does not encode: %v", eerr)
-		}
-		if r.disk != nil && r.rng.IntN(4) == 0 {
-			r.older = append(r.older, r.disk)
-		}
-		r.setDisk(b)
-	} else {
-		err = errors.New("simulated: write checkpoint: no space left on device")
+	w := *a.write
+	a.write = nil
+	r.disk.failNext = !ok
+	err := r.perform(w, fmt.Sprintf("persist v%d ok=%v (%d entries)", w.Write.Version, ok, len(w.Write.State.Entries)))
+	r.disk.failNext = false
+	if r.disk.unencodable != nil {
+		return r.fail("checkpoint the agent asked for does not encode: %v", r.disk.unencodable)
 	}
-	r.trace("persist v%d ok=%v (%d entries)", p.Version, ok, len(p.State.Entries))
-	return r.stepAgent(nodestate.Persisted{Version: p.Version, Err: err})
+	return err
 }
 
 // diskStall holds the checkpoint write in flight while minutes pass, as a
@@ -208,7 +201,7 @@ func (st *steps) finishPersist(ok bool) error {
 // ReclaimAfter. The invariants are checked at every turn.
 func (st *steps) diskStall() error {
 	r := st.r
-	r.trace("disk stalls with v%d in flight", r.agent.persist.Version)
+	r.trace("disk stalls with v%d in flight", r.agent.write.Write.Version)
 	for range 4 {
 		if err := r.do.advance(40 * time.Second); err != nil {
 			return err
@@ -269,23 +262,21 @@ func (st *steps) advance(d time.Duration) error {
 func (st *steps) crash() {
 	r := st.r
 	a := r.agent
-	r.trace("CRASH with %d jobs, persist %v", len(a.jobs), a.persist != nil)
-	for _, j := range a.jobs {
+	r.trace("CRASH with %d jobs, persist %v", len(a.jobs), a.write != nil)
+	for _, w := range a.jobs {
 		switch r.rng.IntN(3) {
 		case 1:
-			a.x.Run(r.ctx, j)
+			w.Run(r.ctx, dead)
 		case 2:
 			r.tr.setBudget(r.rng.IntN(4))
-			a.x.Run(r.ctx, j)
+			w.Run(r.ctx, dead)
 			r.tr.setBudget(-1)
 		}
 	}
-	if a.persist != nil && r.rng.IntN(2) == 0 {
-		if b, err := checkpoint.Encode(a.persist.State); err == nil {
-			r.setDisk(b)
-		}
+	if a.write != nil && r.rng.IntN(2) == 0 {
+		a.write.Run(r.ctx, dead) // the write landed
 	}
-	quiet := a.node.Idle() && len(a.jobs) == 0 && a.persist == nil && r.do.settledPlan() && r.do.cloudMatchesPool() && r.do.nothingDue()
+	quiet := a.ag.Node().Idle() && len(a.jobs) == 0 && a.write == nil && r.do.settledPlan() && r.do.cloudMatchesPool() && r.do.nothingDue()
 	for _, p := range r.pods {
 		if p.req == 0 {
 			continue
@@ -316,7 +307,7 @@ func (st *steps) cloudMatchesPool() bool {
 		return false
 	}
 	pooled := map[string]bool{}
-	for id := range r.agent.node.View(r.clk.Now()).ENIs {
+	for id := range r.agent.ag.Node().View(r.clk.Now()).ENIs {
 		pooled[id] = true
 	}
 	n := 0
@@ -335,7 +326,7 @@ func (st *steps) cloudMatchesPool() bool {
 // it, which I3 must not count against the restart.
 func (st *steps) nothingDue() bool {
 	r := st.r
-	s := r.agent.node.View(r.clk.Now()).Stats
+	s := r.agent.ag.Node().View(r.clk.Now()).Stats
 	r.host.mu.Lock()
 	routed := len(r.host.routes)
 	r.host.mu.Unlock()
@@ -344,7 +335,7 @@ func (st *steps) nothingDue() bool {
 
 func (st *steps) settledPlan() bool {
 	r := st.r
-	acts, _ := r.agent.node.Plan(r.clk.Now())
+	acts, _ := r.agent.ag.Node().Plan(r.clk.Now())
 	return len(acts) == 0
 }
 
@@ -360,14 +351,14 @@ func (st *steps) restart() error {
 		if err := r.operatorLosesCheckpoint(nil); err != nil {
 			return err
 		}
-	case mode < 17 && len(r.older) > 0:
+	case mode < 17 && len(r.disk.older) > 0:
 		r.trace("restart: an older checkpoint restored over the current one")
-		if err := r.operatorLosesCheckpoint(r.older[r.rng.IntN(len(r.older))]); err != nil {
+		if err := r.operatorLosesCheckpoint(r.disk.older[r.rng.IntN(len(r.disk.older))]); err != nil {
 			return err
 		}
-	case mode < 20 && r.disk != nil:
+	case mode < 20 && r.disk.bytes != nil:
 		r.trace("restart: checkpoint corrupted")
-		if err := r.operatorLosesCheckpoint(append([]byte(nil), r.disk[:len(r.disk)/2]...)); err != nil {
+		if err := r.operatorLosesCheckpoint(append([]byte(nil), r.disk.bytes[:len(r.disk.bytes)/2]...)); err != nil {
 			return err
 		}
 	default:
@@ -403,9 +394,11 @@ func (st *steps) gc() error {
 	for _, p := range r.pods {
 		valid[p.key] = true
 	}
-	a := r.agent
-	a.nextReq++
-	return r.stepAgent(nodestate.GCRequest{ID: a.nextReq, Network: network, Valid: valid})
+	// Nobody waits for the GC's reply.
+	r.agent.ag.Submit(r.ctx, func(id uint64) nodestate.Event {
+		return nodestate.GCRequest{ID: id, Network: network, Valid: valid}
+	})
+	return r.collect()
 }
 
 func (st *steps) clearFaults() {

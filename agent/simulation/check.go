@@ -29,7 +29,7 @@ func (r *run) check() error {
 		}
 		// ... and is never given to another pod by the agent.
 		if r.agent != nil {
-			k, held := r.agent.node.Holder(p.addr)
+			k, held := r.agent.ag.Node().Holder(p.addr)
 			if !held {
 				return r.fail("I2: the agent holds nobody at %s, which live pod %s uses: it can be handed out", p.addr, name)
 			}
@@ -116,11 +116,11 @@ func (r *run) quiesce() error {
 			a.i3Base += r.tr.mutationCount() - before
 		}
 		a := r.agent
-		for i := 0; len(a.jobs) > 0 || a.persist != nil; i++ {
+		for i := 0; len(a.jobs) > 0 || a.write != nil; i++ {
 			if i > 500 {
-				return r.fail("the agent keeps handing out work without time passing: %d jobs, e.g. %s", len(a.jobs), a.jobs[0].Kind)
+				return r.fail("the agent keeps handing out work without time passing: %d jobs, e.g. %s", len(a.jobs), a.jobs[0].Job.Kind)
 			}
-			if a.persist != nil {
+			if a.write != nil {
 				if err := r.do.finishPersist(true); err != nil {
 					return err
 				}
@@ -138,11 +138,11 @@ func (r *run) quiesce() error {
 			return err
 		}
 	}
-	for i := 0; len(r.agent.jobs) > 0 || r.agent.persist != nil; i++ {
+	for i := 0; len(r.agent.jobs) > 0 || r.agent.write != nil; i++ {
 		if i > 500 {
 			return r.fail("the agent keeps handing out work without time passing")
 		}
-		if r.agent.persist != nil {
+		if r.agent.write != nil {
 			if err := r.do.finishPersist(true); err != nil {
 				return err
 			}
@@ -163,8 +163,7 @@ func (noWait) Wait(context.Context) error { return nil }
 
 func (r *run) settled() error {
 	now := r.clk.Now()
-	n := r.agent.node
-	v := n.View(now)
+	v := r.agent.ag.Node().View(now)
 	// I4: the pool reaches the planner's target. Shrinking may be held
 	// while a live pod the checkpoint lost is quarantined: by design.
 	for _, act := range v.Planned {

@@ -1,12 +1,8 @@
 package simulation
 
 import (
-	"net/netip"
 	"slices"
 	"time"
-
-	"github.com/vpcnet/vpcnet/checkpoint"
-	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // wireDelays are how long the plugin may take between the agent's answer
@@ -87,12 +83,8 @@ func (r *run) operatorLosesCheckpoint(b []byte) error {
 			p.unchecked = true
 		}
 	}
-	r.setDisk(b)
+	r.disk.set(b)
 	return nil
-}
-
-func (r *run) setDisk(b []byte) {
-	r.disk, r.diskHolds = b, nil
 }
 
 // checkDurable is I7: every ADD the agent answered survives any crash,
@@ -110,7 +102,7 @@ func (r *run) checkDurable() error {
 		return nil
 	}
 	slices.Sort(names)
-	holds := r.onDisk()
+	holds := r.disk.onDisk()
 	for _, name := range names {
 		p := r.pods[name]
 		if addr, ok := holds[p.key]; !ok || addr != p.addr {
@@ -122,24 +114,4 @@ func (r *run) checkDurable() error {
 		}
 	}
 	return nil
-}
-
-// onDisk is what the checkpoint file says, key to address; a file that
-// does not decode holds nothing.
-func (r *run) onDisk() map[ipam.Key]netip.Addr {
-	if r.diskHolds != nil {
-		return r.diskHolds
-	}
-	r.diskHolds = map[ipam.Key]netip.Addr{}
-	if r.disk == nil {
-		return r.diskHolds
-	}
-	st, err := checkpoint.Decode(r.disk)
-	if err != nil {
-		return r.diskHolds
-	}
-	for _, e := range st.Entries {
-		r.diskHolds[e.Key] = e.Addr
-	}
-	return r.diskHolds
 }

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vpcnet/vpcnet/agent/executor"
+	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
-	"github.com/vpcnet/vpcnet/checkpoint"
+	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
+	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
 )
@@ -23,8 +24,6 @@ import (
 const (
 	instanceID  = "i-sim"
 	network     = "aws-cni"
-	cooldown    = 30 * time.Second
-	addWait     = 10 * time.Second
 	maxPods     = 14
 	quiesceTime = 20 * time.Minute
 )
@@ -66,23 +65,6 @@ type pod struct {
 	unchecked bool
 }
 
-// agentProc is one run of the agent process: its state machine and what
-// it handed out and has not seen answered.
-type agentProc struct {
-	node    *nodestate.Node
-	x       *executor.Executor
-	jobs    []nodestate.Job
-	persist *nodestate.Persist
-	// replies route request ids to the pods that wait.
-	replies map[uint64]string
-	nextReq uint64
-	wake    time.Time
-	// i3 is set while a restart with no pod change must make no
-	// mutating EC2 call; i3Base is the count at the restart.
-	i3     bool
-	i3Base int
-}
-
 // run is one schedule.
 type run struct {
 	ctx    context.Context
@@ -93,15 +75,11 @@ type run struct {
 	tr     *transport
 	client *cloud.Client
 	host   *host
-	// disk is the checkpoint file (nil: none); older holds copies that an
-	// operator could restore by mistake.
-	disk  []byte
-	older [][]byte
-	// diskHolds is what disk holds, key to address, decoded when I7
-	// first asks after disk changed (setDisk); nil until then.
-	diskHolds map[ipam.Key]netip.Addr
-	agent     *agentProc
-	pods      map[string]*pod
+	disk   *nodeDisk
+	// cfg is vpcnetd's configuration on the simulated node.
+	cfg   config.Config
+	agent *agentProc
+	pods  map[string]*pod
 	// gone are keys of pods deleted for good, whose addresses must come
 	// back (I4).
 	gone    map[ipam.Key]bool
@@ -146,6 +124,12 @@ func Run(ctx context.Context, topo *sim.Topology, seed uint64, opts Options) err
 	r := &run{ctx: ctx, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x76706e6574)), clk: clock.NewManual(start),
 		host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}, gone: map[ipam.Key]bool{}}
 	r.do.r = r
+	cfg, err := agentConfig()
+	if err != nil {
+		return err
+	}
+	r.cfg = cfg
+	r.disk = &nodeDisk{rng: r.rng, path: cfg.CheckpointPath()}
 	c, err := sim.NewCloud(topo, sim.Options{Now: r.clk.Now, AfterFunc: r.clk.AfterFunc, Seed: int64(seed%(1<<62)) + 1})
 	if err != nil {
 		return err
@@ -200,77 +184,85 @@ func (w traceWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// boot starts the agent as vpcnetd's start-up does: checkpoint, EC2, host.
+// boot starts vpcnetd: its own start-up (agent.Start) learns the node
+// from IMDS and EC2, reads the checkpoint, EC2's attachments and the
+// host's routes, and builds the state machine; the schedule is its owner
+// from then on.
 func (r *run) boot() error {
-	st := checkpoint.State{}
-	missing := r.disk == nil
-	if !missing {
-		var err error
-		st, err = checkpoint.Decode(r.disk)
+	r.tr.setBudget(-1)
+	for {
+		p := &agentProc{replies: map[uint64]waiter{}}
+		waits := 0
+		p.wait = func(d time.Duration) {
+			// vpcnetd retries until EC2 and the host answer; time passes
+			// meanwhile, the next host dump works, and a fault does not
+			// last for ever.
+			r.clk.Advance(d)
+			r.clockMoves++
+			r.host.mu.Lock()
+			r.host.fail = false
+			r.host.mu.Unlock()
+			if waits++; waits == 5 {
+				r.do.clearFaults()
+			}
+		}
+		o := agent.Options{Config: r.cfg, Cloud: r.client, Host: r.host, Clock: r.clk, Disk: r.disk, Effects: p}
+		if r.opts.Trace != nil {
+			// The trace stamps each line with the schedule's clock; the
+			// wall clock's would make two replays differ.
+			o.Logger = slog.New(slog.NewTextHandler(traceWriter{r}, &slog.HandlerOptions{Level: slog.LevelDebug,
+				ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+					if len(groups) == 0 && a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				}}))
+		}
+		a, err := agent.New(o)
 		if err != nil {
+			return fmt.Errorf("boot: %w", err)
+		}
+		p.ag = a
+		err = a.Start(r.ctx)
+		if bad := (*disk.CorruptError)(nil); errors.As(err, &bad) {
 			// vpcnetd stops and keeps the file aside; the operator moves
 			// it away and the agent starts as if it were lost.
 			r.trace("boot: corrupt checkpoint refused (%v); operator removes it", err)
-			r.setDisk(nil)
-			missing = true
-			st = checkpoint.State{}
+			r.disk.set(nil)
+			continue
 		}
-	}
-	r.tr.setBudget(-1)
-	self, err := r.client.DescribeSelf(r.ctx)
-	if err != nil {
-		return fmt.Errorf("boot: describe self: %w", err)
-	}
-	x := &executor.Executor{Cloud: r.client, Host: r.host, InstanceID: instanceID, Self: self, ENIMTU: 9001}
-	boot := nodestate.Boot{Checkpoint: st, CheckpointMissing: missing}
-	for try := 0; ; try++ {
-		var at executor.Attached
-		at, err = x.Attached(r.ctx, nil)
-		boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
-		if err == nil {
-			break
+		if err != nil {
+			return fmt.Errorf("boot: %w", err)
 		}
-		// vpcnetd retries until EC2 answers; time passes meanwhile, and
-		// a fault does not last for ever.
-		r.clk.Advance(2 * time.Second)
-		r.clockMoves++
-		if try == 5 {
-			r.do.clearFaults()
-		}
+		r.agent = p
+		break
 	}
-	for {
-		boot.Routed, err = r.host.PodAddrs(r.ctx)
-		if err == nil {
-			break
-		}
-		r.host.mu.Lock()
-		r.host.fail = false // the next dump works
-		r.host.mu.Unlock()
-	}
-	plan := ipam.DefaultPlanConfig()
-	plan.SubnetID, plan.SecurityGroups = self.Primary.SubnetID, self.Primary.SecurityGroups
-	plan.ENIGracePeriod = time.Minute
-	cfg := nodestate.Config{
-		InstanceID: instanceID, InstanceType: self.InstanceType, Plan: plan, Limits: ipam.Limits{MaxENIs: 3, IPv4PerENI: 5},
-		Cooldown: cooldown, AddWait: addWait, DemandMemory: time.Minute, ReclaimAfter: 2 * time.Minute,
-		ResyncInterval: time.Minute, AttachTimeout: 2 * time.Minute, Classify: executor.Classify,
-		HostVeth: hostVeth,
-	}
-	if r.opts.Trace != nil {
-		cfg.Log = slog.New(slog.NewTextHandler(traceWriter{r}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	n, err := nodestate.New(cfg, boot, r.clk.Now())
-	if err != nil {
-		return fmt.Errorf("boot: %w", err)
-	}
-	r.agent = &agentProc{node: n, x: x, replies: map[uint64]string{}}
-	r.trace("boot: %d checkpoint entries (missing %v), %d ENIs, %d routed", len(st.Entries), missing, len(boot.ENIs), len(boot.Routed))
+	r.trace("boot: up, %d jobs and a write %v handed out", len(r.agent.jobs), r.agent.write != nil)
 	if r.bound {
 		// The new agent's Kubernetes layer lists the pods bound to the
 		// node again: those of the last binding not deleted since.
-		r.agent.node.Step(r.clk.Now(), r.stillBound())
+		return r.stepAgent(r.stillBound())
 	}
 	return r.collect()
+}
+
+// agentConfig is vpcnetd's configuration on the simulated node: its
+// defaults, but for what keeps the schedules' node small and busy. Its
+// paths name files of the simulated disk only.
+func agentConfig() (config.Config, error) {
+	env := map[string]string{
+		"VPCNET_STATE_DIR":    "/sim/state",
+		"VPCNET_CNI_CONF_DIR": "/sim/cni",
+		// ENIs attach and detach often on the small instance type.
+		"VPCNET_ENI_DETACH_HOLD": "0s",
+		// One subnet: nothing to discover.
+		"ENABLE_SUBNET_DISCOVERY": "false",
+	}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return config.Config{}, fmt.Errorf("simulated node's settings: %w", err)
+	}
+	return cfg, nil
 }
 
 // stillBound is the last binding the schedule told less the pods deleted
@@ -289,41 +281,66 @@ func (r *run) stillBound() nodestate.PodsScheduled {
 	return ev
 }
 
-// stepAgent feeds one event to the agent and collects what it wants.
+// stepAgent hands the agent one event and collects its replies.
 func (r *run) stepAgent(ev nodestate.Event) error {
 	if r.agent == nil {
 		return nil
 	}
-	r.agent.node.Step(r.clk.Now(), ev)
+	r.agent.ag.Step(r.ctx, ev)
 	return r.collect()
 }
 
+// collect hands the pods the replies the agent has released, in the order
+// the requests were made, and runs its chores.
 func (r *run) collect() error {
 	a := r.agent
-	rd := a.node.Ready()
-	if rd.Persist != nil {
-		if a.persist != nil {
-			return r.fail("two checkpoint writes handed out at once (%d and %d)", a.persist.Version, rd.Persist.Version)
+	for {
+		if a.err != nil {
+			return r.fail("%v", a.err)
 		}
-		a.persist = rd.Persist
-	}
-	a.jobs = append(a.jobs, rd.Jobs...)
-	a.wake = rd.Wake
-	for _, rep := range rd.Replies {
-		if err := r.reply(rep); err != nil {
+		for _, id := range a.pending() {
+			w := a.replies[id]
+			select {
+			case rep := <-w.ch:
+				delete(a.replies, id)
+				if err := r.reply(w.name, rep); err != nil {
+					return err
+				}
+			default:
+			}
+		}
+		if len(a.chores) == 0 {
+			return nil
+		}
+		w := a.chores[0]
+		a.chores = a.chores[1:]
+		if err := r.perform(w, "chore"); err != nil {
 			return err
 		}
 	}
-	return nil
+}
+
+// perform runs one piece of the agent's work. What it tells the agent is
+// stepped at once, and the invariants are checked right then, before the
+// work goes on: work that tells the agent too early is caught at the
+// instant it does.
+func (r *run) perform(w agent.Work, what string) error {
+	var err error
+	w.Run(r.ctx, func(ev nodestate.Event) bool {
+		r.trace("%s → %s", what, describe(ev))
+		if err == nil {
+			err = r.stepAgent(ev)
+		}
+		if err == nil {
+			err = r.check()
+		}
+		return true
+	})
+	return err
 }
 
 // reply delivers an agent's answer to the pod that asked.
-func (r *run) reply(rep nodestate.Reply) error {
-	name, ok := r.agent.replies[rep.ID]
-	if !ok {
-		return nil // the caller gave up (a crash) or it was a GC
-	}
-	delete(r.agent.replies, rep.ID)
+func (r *run) reply(name string, rep nodestate.Reply) error {
 	p := r.pods[name]
 	if p == nil || p.req != rep.ID {
 		return nil
@@ -388,18 +405,20 @@ func (r *run) attachedInEC2(addr netip.Addr) bool {
 	return false
 }
 
-// request sends a pod's ADD or DEL to the agent.
+// request sends a pod's ADD or DEL to the agent, as the plugin does.
 func (r *run) request(name string, p *pod, del bool) error {
 	a := r.agent
-	a.nextReq++
-	id := a.nextReq
-	a.replies[id] = name
-	p.req = id
 	if a.i3 {
 		a.i3 = false // a pod changed: I3 no longer applies
 	}
-	if del {
-		return r.stepAgent(nodestate.DelRequest{ID: id, Key: p.key})
+	build := func(id uint64) nodestate.Event {
+		return nodestate.AddRequest{ID: id, Key: p.key, Pod: ipam.Pod{Namespace: "default", Name: name}}
 	}
-	return r.stepAgent(nodestate.AddRequest{ID: id, Key: p.key, Pod: ipam.Pod{Namespace: "default", Name: name}})
+	if del {
+		build = func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: p.key} }
+	}
+	id, ch := a.ag.Submit(r.ctx, build)
+	p.req = id
+	a.replies[id] = waiter{name: name, ch: ch}
+	return r.collect()
 }

@@ -32,13 +32,15 @@ func runBundle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"ruleset, the CNI configuration and plugin versions, doctor's findings and versions.\n"+
 			"Secrets are redacted. Works with the agent down: MANIFEST in the bundle says, part by\n"+
 			"part, what was collected and why not. Run it on the node as root (it needs ip and nft).")
-	out := f.String("o", "", "bundle file, or - for stdout (`kubectl exec POD -- vpcnetctl bundle -o - > b.tar.gz`); default vpcnet-bundle-HOST-TIME.tar.gz here")
+	out := f.String("o", "", "the bundle's `FILE`, or - for stdout (kubectl exec POD -- vpcnetctl bundle -o - > b.tar.gz); default vpcnet-bundle-HOST-TIME.tar.gz here")
 	f.StringVar(&o.Agent, "agent", introspect.DefaultAddr, "the agent's introspection address (INTROSPECTION_BIND_ADDRESS)")
 	f.StringVar(&o.Metrics, "metrics", bundle.DefaultMetrics, "the agent's metrics address (VPCNET_METRICS_BIND_ADDRESS)")
 	f.Var(&logs, "agent-log", "the agent's log file (repeatable; default: the kubelet's logs of the vpcnet pod)")
-	f.StringVar(&o.Checkpoint, "checkpoint", bundle.DefaultCheckpoint, "the agent's checkpoint (VPCNET_STATE_DIR/checkpoint.json)")
-	f.StringVar(&o.CNIConfDir, "cni-conf-dir", bundle.DefaultCNIConfDir, "the CNI configuration directory")
-	f.StringVar(&o.CNIBinDir, "cni-bin-dir", bundle.DefaultCNIBinDir, "the CNI plugin directory")
+	// The paths default to the agent's own (its /v1/config), and are
+	// handed to the bundle's doctor when given, so both read one place.
+	f.StringVar(&o.Checkpoint, "checkpoint", "", "the agent's checkpoint `FILE`; default: the agent's VPCNET_STATE_DIR/checkpoint.json, else "+bundle.DefaultCheckpoint)
+	f.StringVar(&o.CNIConfDir, "cni-conf-dir", "", "the CNI configuration `DIR`; default: the agent's VPCNET_CNI_CONF_DIR, else "+bundle.DefaultCNIConfDir)
+	f.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "the CNI plugin `DIR`; default: the agent's VPCNET_CNI_BIN_DIR, else "+bundle.DefaultCNIBinDir)
 	logMiB := f.Int("log-size", bundle.DefaultLogLimit>>20, "MiB kept from the end of each log")
 	maxMiB := f.Int("max-size", bundle.DefaultTotalLimit>>20, "MiB of the whole bundle, before compression")
 	pos, err := f.parse(args, stdout)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -25,7 +24,8 @@ const doctorUsage = `usage: vpcnetctl doctor [flags]
 Reads this node's vpcnetd, checkpoint, host networking, CNI configuration,
 IMDS, EC2 (Describe and DryRun calls only) and, with credentials, the
 Kubernetes API, and prints what is wrong with the evidence and the fix.
-Changes nothing. Exit status: 0 no error finding, 1 at least one error
+It looks for the agent's files and endpoints where the agent says it keeps
+them (/v1/config), unless a flag below says otherwise. Changes nothing. Exit status: 0 no error finding, 1 at least one error
 finding, 2 a usage error.
 
 flags:
@@ -38,15 +38,20 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	agent := fs.String("agent", introspect.DefaultAddr, "vpcnetd's introspection address or URL (INTROSPECTION_BIND_ADDRESS)")
-	stateDir := fs.String("state-dir", "/var/lib/vpcnet", "the agent's state directory (VPCNET_STATE_DIR)")
-	cpPath := fs.String("checkpoint", "", "the agent's checkpoint file (default STATE-DIR/checkpoint.json)")
-	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "the container runtime's CNI configuration directory")
-	binDir := fs.String("cni-bin-dir", "/opt/cni/bin", "the container runtime's CNI plugin directory")
-	imdsEP := fs.String("imds-endpoint", doctor.DefaultIMDSEndpoint, "IMDS endpoint (VPCNET_IMDS_ENDPOINT)")
-	ec2EP := fs.String("ec2-endpoint", "", "EC2 endpoint override (VPCNET_EC2_ENDPOINT); default is the Region's")
+	// The places doctor reads default to the agent's own settings, which
+	// it reports on /v1/config, and only then to the DaemonSet's: an agent
+	// told to keep its files elsewhere (every node of the local cloud is)
+	// must not be diagnosed from someone else's.
+	var given doctor.Paths
+	fs.StringVar(&given.StateDir, "state-dir", "", "the agent's state `DIR`; "+doctor.PathFlagDefault("VPCNET_STATE_DIR"))
+	fs.StringVar(&given.Checkpoint, "checkpoint", "", "the agent's checkpoint `FILE`; default STATE-DIR/checkpoint.json")
+	fs.StringVar(&given.CNIConfDir, "cni-conf-dir", "", "the container runtime's CNI configuration `DIR`; "+doctor.PathFlagDefault("VPCNET_CNI_CONF_DIR"))
+	fs.StringVar(&given.CNIBinDir, "cni-bin-dir", "", "the container runtime's CNI plugin `DIR`; "+doctor.PathFlagDefault("VPCNET_CNI_BIN_DIR"))
+	fs.StringVar(&given.IMDSEndpoint, "imds-endpoint", "", "IMDS endpoint `URL`; "+doctor.PathFlagDefault("VPCNET_IMDS_ENDPOINT"))
+	fs.StringVar(&given.EC2Endpoint, "ec2-endpoint", "", "EC2 endpoint `URL`; "+doctor.PathFlagDefault("VPCNET_EC2_ENDPOINT"))
 	region := fs.String("region", "", "AWS Region; default from IMDS or AWS_REGION")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for the Kubernetes API; default KUBECONFIG, else in-cluster, else none")
-	awsNodeCP := fs.String("aws-node-checkpoint", "/var/run/aws-node/ipam.json", "the Amazon VPC CNI's checkpoint, a leftover after switching")
+	fs.StringVar(&given.AWSNodeCheckpoint, "aws-node-checkpoint", "", "the Amazon VPC CNI's checkpoint `FILE`, a leftover after switching; "+doctor.PathFlagDefault("VPCNET_AWS_VPC_CNI_CHECKPOINT"))
 	kubeletLog := fs.String("kubelet-log", "/var/log/kubelet.log", "kubelet's log file, searched for Unauthorized if readable")
 	cluster := fs.String("cluster-name", "", "CLUSTER_NAME, when the agent cannot say it")
 	taint := fs.String("startup-taint", "", "VPCNET_STARTUP_TAINT, when the agent cannot say it")
@@ -79,28 +84,32 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		skipped[s] = true
 	}
-	if *cpPath == "" {
-		*cpPath = filepath.Join(*stateDir, "checkpoint.json")
-	}
 
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	r := doctor.Readers{ClusterName: *cluster, StartupTaint: *taint, Skipped: skipped}
+	var agentSettings map[string]string
 	if !skipped[doctor.SourceAgent] {
-		r.Agent = &introspect.Client{Base: *agent}
+		client := &introspect.Client{Base: *agent}
+		r.Agent = client
+		agentSettings = doctor.AgentSettings(ctx, client)
 	}
+	paths, diffs := given.Resolve(agentSettings)
+	r.PathDifferences = diffs
 	if !skipped[doctor.SourceCheckpoint] {
-		r.CheckpointPath = *cpPath
+		r.CheckpointPath = paths.Checkpoint
 	}
 	if !skipped[doctor.SourceHost] {
-		r.Host = doctor.HostReader{AWSNodeCheckpoint: *awsNodeCP, KubeletLog: *kubeletLog}
+		r.Host = doctor.HostReader{AWSNodeCheckpoint: paths.AWSNodeCheckpoint, KubeletLog: *kubeletLog, VethPrefix: paths.VethPrefix}
 	}
 	if !skipped[doctor.SourceCNI] {
-		r.CNI = doctor.CNIReader{ConfDir: *confDir, BinDir: *binDir}
+		r.CNI = doctor.CNIReader{ConfDir: paths.CNIConfDir, BinDir: paths.CNIBinDir}
 	}
 	if !skipped[doctor.SourceIMDS] {
-		r.Metadata = doctor.IMDSReader{Endpoint: *imdsEP}
+		r.Metadata = doctor.IMDSReader{Endpoint: paths.IMDSEndpoint}
 	}
 	if !skipped[doctor.SourceEC2] {
-		r.Cloud = doctor.EC2Reader{Endpoint: *ec2EP, Region: *region}
+		r.Cloud = doctor.EC2Reader{Endpoint: paths.EC2Endpoint, Region: *region}
 	}
 	if !skipped[doctor.SourceKube] {
 		rc, err := kubeConfig(*kubeconfig)
@@ -116,8 +125,6 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 	rep := doctor.Diagnose(doctor.Gather(ctx, r))
 	var err error
 	if *output == "json" {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/vpcnet/vpcnet/introspect"
+	"github.com/vpcnet/vpcnet/version"
 )
 
 // command is one subcommand: vpcnetctl NAME ARGS...
@@ -93,6 +94,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		// The binary's own, as every vpcnet binary answers --version;
+		// `vpcnetctl version` also asks the agent.
+		fmt.Fprintf(stdout, "vpcnetctl %s\n", version.Get())
+		return exitOK
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return exitCode(c.run(ctx, args[1:], stdout, stderr), "vpcnetctl "+c.name, stderr)
@@ -130,7 +137,7 @@ func askedHelp(args []string) bool {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: vpcnetctl COMMAND [ARGS]; every command takes --help\n\ncommands:")
+	fmt.Fprintln(w, "usage: vpcnetctl COMMAND [ARGS]; every command takes --help\n       vpcnetctl --version\n\ncommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}

@@ -130,3 +130,23 @@ func TestVersionSaysWhetherTheAgentIsTheSameBuild(t *testing.T) {
 		})
 	}
 }
+
+// Issue 24: at a limit the planner has nothing it can do, so the plan is
+// empty, and status said "at its target" two lines below "3 addresses
+// short". The planned-change line agrees with the shortfall.
+func TestStatusNeverSaysAtItsTargetBesideAShortfall(t *testing.T) {
+	short := readyStatus()
+	short.Addresses = introspect.Counts{Total: 29, Assigned: 29}
+	short.Shortfall = "3 addresses short: all 3 ENIs the instance type allows are attached and full; use a larger instance type or enable prefix delegation"
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"status", "--agent", fakeAgent(t, short).URL}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, &stderr)
+	}
+	out := stdout.String()
+	if strings.Contains(out, "at its target") {
+		t.Errorf("status says the pool is at its target beside a shortfall:\n%s", out)
+	}
+	if !strings.Contains(out, "3 addresses short") || !strings.Contains(out, "none: the pool is short of its target and cannot grow (see shortfall)") {
+		t.Errorf("status does not say the pool is short and cannot grow:\n%s", out)
+	}
+}

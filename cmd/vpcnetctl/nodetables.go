@@ -68,7 +68,7 @@ func writeStatus(out io.Writer, st introspect.Status, now time.Time) error {
 
 	fmt.Fprintln(out, "\nplanned change:")
 	if len(st.Planned) == 0 {
-		fmt.Fprintln(out, "  none: the pool is at its target")
+		fmt.Fprintf(out, "  none: %s\n", noPlan(st))
 	}
 	for _, p := range st.Planned {
 		fmt.Fprintf(out, "  - %s\n", p)
@@ -89,6 +89,17 @@ func writeStatus(out io.Writer, st introspect.Status, now time.Time) error {
 		return writeHolds(out, st.StaleEntries, now)
 	}
 	return nil
+}
+
+// noPlan says why the agent plans no change. An empty plan is the pool
+// at its target only when nothing is short: a limit that stops growth
+// (the shortfall) empties the plan too, and "at its target" beside
+// "3 addresses short" would contradict the line above it.
+func noPlan(st introspect.Status) string {
+	if st.Shortfall != "" {
+		return "the pool is short of its target and cannot grow (see shortfall)"
+	}
+	return "the pool is at its target"
 }
 
 func failingOnly(cs []introspect.Condition) []introspect.Condition {

@@ -17,8 +17,8 @@ import (
 
 // simUsage lists the sim subcommands.
 const simUsage = `usage: vpcnetctl sim COMMAND [ARGS]; every command takes --help
-  vpcnetctl sim demo [--bin DIR]                  run the whole demo and tear it down
-  vpcnetctl sim up [--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX]
+  vpcnetctl sim demo [--bin DIR] [--state DIR]    run the whole demo and tear it down
+  vpcnetctl sim up [--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--agent-env NAME=VALUE]...
                                                   start a cluster and keep it up
   vpcnetctl sim pod add NODE NAME | pod del NAME | pod list
   vpcnetctl sim agent stop|start|kill NODE        stop, start or kill one node's vpcnetd
@@ -36,10 +36,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stdout, simUsage)
 		return nil
 	}
-	sub := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
-		"serve": simServe, "demo": simDemo, "up": simUp, "down": simDown,
-		"pod": simPod, "status": simStatus, "run": simRun, "agent": simAgent,
-	}[args[0]]
+	sub := simCommands()[args[0]]
 	if sub == nil {
 		return fmt.Errorf("%w: unknown \"sim %s\"; %s", errUsage, args[0], simUsage)
 	}
@@ -48,6 +45,14 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil // the usage is printed: asking for it is no failure
 	}
 	return err
+}
+
+// simCommands are the subcommands of `vpcnetctl sim`, by name.
+func simCommands() map[string]func(context.Context, []string, io.Writer, io.Writer) error {
+	return map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"serve": simServe, "demo": simDemo, "up": simUp, "down": simDown,
+		"pod": simPod, "status": simStatus, "run": simRun, "agent": simAgent,
+	}
 }
 
 // simServe runs the local cloud until ctx ends: the EC2 API on one

@@ -22,32 +22,55 @@ import (
 // simDemo runs the README's demo: two nodes, ten pods, connectivity
 // proven every way, the agents' pools shown, everything removed.
 func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	fs := simFlags("demo", "[--bin DIR] [--topology FILE] [--pods N] [--prefix PREFIX]", stderr)
-	cf := addClusterFlags(fs)
+	const synopsis = "[--bin DIR] [--topology FILE] [--pods N] [--prefix PREFIX] [--state DIR] [--agent-env NAME=VALUE]..."
+	fs := simFlags("demo", synopsis, stderr)
+	cf := addCloudFlags(fs, "", "`DIR` for the demo's state, kept afterwards with each agent's log and checkpoint (DIR/NODE/vpcnetd.log); "+
+		"empty means a temporary directory, removed at the end")
 	pods := fs.Int("pods", 10, "pods to create, spread over the nodes")
 	pos, err := parseSimFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 || *pods < 1 {
-		return fmt.Errorf("%w: want \"vpcnetctl sim demo [--bin DIR] [--topology FILE] [--pods N]\" (see `vpcnetctl sim demo --help`)", errUsage)
+		return fmt.Errorf("%w: want \"vpcnetctl sim demo %s\" (see `vpcnetctl sim demo --help`)", errUsage, synopsis)
 	}
 	start := time.Now()
 	step := func(format string, a ...any) {
 		fmt.Fprintf(stdout, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
-	state, err := os.MkdirTemp("", "vpcnet-demo-")
-	if err != nil {
-		return err
+	keep := *cf.state != ""
+	if !keep {
+		// A fresh state directory gives this demo namespace names of its
+		// own, so demos and clusters that other people run at the same
+		// time are never touched.
+		if *cf.state, err = os.MkdirTemp("", "vpcnet-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(*cf.state)
 	}
-	defer os.RemoveAll(state)
-	// A fresh state directory gives this demo namespace names of its
-	// own, so demos and clusters that other people run at the same time
-	// are never touched.
-	*cf.state = state
 	opts, err := cf.options(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
+	}
+	shellSettingsIgnored(stderr, opts.AgentEnv, os.Environ())
+	if keep {
+		// The directory is the demo's while it runs, as it would be a
+		// `sim up` cluster's: refused if one runs there, and what a
+		// killed run there left is removed first.
+		release, err := simcluster.LockState(opts.StateDir)
+		if err != nil {
+			return fmt.Errorf("%w; give the demo another --state", err)
+		}
+		defer release()
+		if err := reportLeftovers(stdout, opts.StateDir); err != nil {
+			return err
+		}
+		defer func() {
+			removeStateFiles(opts.StateDir) // the pods' records; the logs stay
+			if err == nil {
+				fmt.Fprintf(stdout, "the agents' logs and checkpoints stay in %s (%s)\n", opts.StateDir, filepath.Join(opts.StateDir, "NODE", "vpcnetd.log"))
+			}
+		}()
 	}
 
 	step("starting the local cloud: EC2 API and IMDS emulator, VPC fabric, vpcnetd on every node")
@@ -115,7 +138,7 @@ func simDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 
 	for _, node := range c.Nodes {
-		summary, err := doctorNode(ctx, opts.BinDir, node)
+		summary, err := doctorNode(ctx, node)
 		if err != nil {
 			return err
 		}
@@ -146,18 +169,20 @@ func createPods(ctx context.Context, c *simcluster.Cluster, count int) ([]*simcl
 }
 
 // doctorNode runs `vpcnetctl doctor` inside a node's namespace, as an
-// operator on that node would (the Kubernetes API is skipped: the local
-// cloud's agents run without one), and fails when it finds an error.
-func doctorNode(ctx context.Context, binDir string, n *simcluster.Node) (string, error) {
+// operator on that node would, and fails when it finds an error. Doctor
+// learns where the node's agent keeps its files and endpoints from the
+// agent; it is given only the credentials the instance's role would give
+// it (the instance ID as access key: the local cloud applies that
+// instance's role), and no kubelet log, as the machine's own is not the
+// node's. The Kubernetes API is not read: there are no credentials for it,
+// as the local cloud's agents run without one.
+func doctorNode(ctx context.Context, n *simcluster.Node) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("doctor %s: %w", n.ID, err)
 	}
-	cmd := exec.CommandContext(ctx, self, "doctor", "-o", "json", "--timeout", "45s", "--skip", "kubernetes",
-		"--state-dir", filepath.Join(n.Dir, "lib"), "--cni-conf-dir", n.ConfDir(), "--cni-bin-dir", binDir,
-		"--ec2-endpoint", "http://"+fabric.EC2Address, "--aws-node-checkpoint", filepath.Join(n.Dir, "aws-node", "ipam.json"),
-		"--kubelet-log", "")
-	cmd.Env = []string{"AWS_ACCESS_KEY_ID=sim", "AWS_SECRET_ACCESS_KEY=sim", "HOME=/nonexistent"}
+	cmd := exec.CommandContext(ctx, self, "doctor", "-o", "json", "--timeout", "45s", "--kubelet-log", "")
+	cmd.Env = []string{"AWS_ACCESS_KEY_ID=" + n.ID, "AWS_SECRET_ACCESS_KEY=sim", "HOME=/nonexistent"}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := fabric.Do(n.NetNS, cmd.Start); err != nil {

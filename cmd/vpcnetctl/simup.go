@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,22 +26,37 @@ var demoTopology []byte
 // clusterFlags are the flags that say which cluster to build.
 type clusterFlags struct {
 	topology, bin, state, prefix *string
+	// agentEnv are settings for every agent (--agent-env NAME=VALUE).
+	agentEnv *stringList
 	// Kubernetes mode: a control plane and, on every node, containerd,
 	// a kubelet and kube-proxy, with vpcnet installed as a DaemonSet.
 	kubernetes    *bool
 	kubeBin, repo *string
 }
 
+// addClusterFlags registers the flags of `sim up` and `sim run`.
 func addClusterFlags(fs *flag.FlagSet) clusterFlags {
-	return clusterFlags{
-		topology:   fs.String("topology", "", "topology file (see sim/README.md); empty means the demo's two m5.large nodes"),
-		bin:        fs.String("bin", "", "directory holding vpcnetd, vpcnet and portmap; empty means this program's directory"),
-		state:      fs.String("state", defaultStateDir, "directory for the cluster's state; one cluster per directory"),
+	f := addCloudFlags(fs, defaultStateDir, "`DIR` for the cluster's state; one cluster per directory")
+	f.kubernetes = fs.Bool("kubernetes", false, "run a real Kubernetes cluster on the local cloud: control plane, containerd + kubelet + kube-proxy on every node, vpcnet installed from deploy/vpcnet.yaml (see README, make cluster-demo)")
+	f.kubeBin = fs.String("kube-bin", "", "with --kubernetes: `DIR` of the Kubernetes and containerd programs (make kube-bins links them there); empty means kube/ under --bin")
+	f.repo = fs.String("repo", ".", "with --kubernetes: this repository's checkout `DIR` (deploy/vpcnet.yaml, the test images' sources)")
+	return f
+}
+
+// addCloudFlags registers the flags every command that builds a cluster
+// takes; the Kubernetes ones stay unset (and unaccepted) unless
+// addClusterFlags adds them.
+func addCloudFlags(fs *flag.FlagSet, stateDefault, stateUsage string) clusterFlags {
+	f := clusterFlags{
+		topology:   fs.String("topology", "", "topology `FILE` (see sim/README.md); empty means the demo's two m5.large nodes"),
+		bin:        fs.String("bin", "", "`DIR` holding vpcnetd, vpcnet and portmap; empty means this program's directory"),
+		state:      fs.String("state", stateDefault, stateUsage),
 		prefix:     fs.String("prefix", "", "start of the cluster's namespace names; empty means vpcsim- and a hash of the --state path, so clusters with different state directories never share names"),
-		kubernetes: fs.Bool("kubernetes", false, "run a real Kubernetes cluster on the local cloud: control plane, containerd + kubelet + kube-proxy on every node, vpcnet installed from deploy/vpcnet.yaml (see README, `make cluster-demo`)"),
-		kubeBin:    fs.String("kube-bin", "", "with --kubernetes: directory of the Kubernetes and containerd programs (`make kube-bins`); empty means kube/ under --bin"),
-		repo:       fs.String("repo", ".", "with --kubernetes: this repository's checkout (deploy/vpcnet.yaml, the test images' sources)"),
+		agentEnv:   new(stringList),
+		kubernetes: new(bool), kubeBin: new(string), repo: new(string),
 	}
+	fs.Var(f.agentEnv, "agent-env", "a setting for every node's vpcnetd, `NAME=VALUE` as in docs/settings.md (repeatable); checked with the agent's own parser before anything starts")
+	return f
 }
 
 // kubeOptions are the Kubernetes parts of the cluster, checked before
@@ -117,7 +133,37 @@ func (f clusterFlags) options(log *slog.Logger) (simcluster.Options, error) {
 	if err := simcluster.CheckPrefix(prefix); err != nil {
 		return simcluster.Options{}, fmt.Errorf("%w: --prefix: %v", errUsage, err)
 	}
-	return simcluster.Options{Topology: topo, BinDir: bin, StateDir: state, Prefix: prefix, Logger: log}, nil
+	env := []string(*f.agentEnv)
+	if err := simcluster.CheckAgentEnv(env); err != nil {
+		return simcluster.Options{}, fmt.Errorf("%w: --agent-env: %v", errUsage, err)
+	}
+	return simcluster.Options{Topology: topo, BinDir: bin, StateDir: state, Prefix: prefix, AgentEnv: env, Logger: log}, nil
+}
+
+// shellSettingsIgnored says, one line each, which of the agent's settings
+// this shell sets without --agent-env: the agents run with an environment
+// of the local cloud's making, so `WARM_IP_TARGET=5 vpcnetctl sim up`
+// would otherwise start them with the default and say nothing. It does
+// not refuse: CLUSTER_NAME and the like are common in shells for other
+// reasons.
+func shellSettingsIgnored(w io.Writer, given []string, environ []string) {
+	for _, name := range simcluster.AgentSettingNames() {
+		v, set := lookupEnv(environ, name)
+		if !set || slices.ContainsFunc(given, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			continue
+		}
+		fmt.Fprintf(w, "note: %s=%s in this shell does not reach the local cloud's agents; give it to them with --agent-env %s\n",
+			name, v, shellQuote(name+"="+v))
+	}
+}
+
+func lookupEnv(environ []string, name string) (string, bool) {
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // runArgs are the flags `sim up` gives its background `sim run`: every
@@ -131,6 +177,9 @@ func (f clusterFlags) runArgs(opts simcluster.Options) []string {
 		}
 		args = append(args, "--topology", abs)
 	}
+	for _, kv := range *f.agentEnv {
+		args = append(args, "--agent-env", kv)
+	}
 	if *f.kubernetes {
 		args = append(args, "--kubernetes", "--repo", *f.repo)
 		if *f.kubeBin != "" {
@@ -143,7 +192,7 @@ func (f clusterFlags) runArgs(opts simcluster.Options) []string {
 // simUp starts the cluster in a background process (`sim run`) and returns
 // once every agent is ready.
 func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--kubernetes [--kube-bin DIR] [--repo DIR]]", stderr)
+	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--agent-env NAME=VALUE]... [--kubernetes [--kube-bin DIR] [--repo DIR]]", stderr)
 	cf := addClusterFlags(fs)
 	pos, err := parseSimFlags(fs, args)
 	if err != nil {
@@ -156,6 +205,7 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	shellSettingsIgnored(stderr, opts.AgentEnv, os.Environ())
 	if *cf.kubernetes {
 		if _, err := cf.kubeOptions(opts); err != nil {
 			return err
@@ -236,7 +286,7 @@ func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // simRun is the background half of `sim up`: it holds the emulator and
 // the agents until SIGTERM (`sim down`), then removes everything.
 func simRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := simFlags("run", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] (what `sim up` runs in the background)", stderr)
+	fs := simFlags("run", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--agent-env NAME=VALUE]... (what `sim up` runs in the background)", stderr)
 	cf := addClusterFlags(fs)
 	if _, err := parseSimFlags(fs, args); err != nil {
 		return err

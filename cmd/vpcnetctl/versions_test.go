@@ -37,6 +37,7 @@ func TestEveryBinaryReportsTheSameVersion(t *testing.T) {
 	outputs := map[string]string{
 		"vpcnetd --version":       run1(t, filepath.Join(dir, "vpcnetd"), "--version"),
 		"vpcnetctl version":       run1(t, filepath.Join(dir, "vpcnetctl"), "version", "--agent", unreachableAddr(t)),
+		"vpcnetctl --version":     run1(t, filepath.Join(dir, "vpcnetctl"), "--version"),
 		"vpcnet (no CNI_COMMAND)": pluginOut.String(),
 	}
 	// The version as the binaries' build information has it; a test

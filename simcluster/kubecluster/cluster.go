@@ -108,6 +108,10 @@ type Options struct {
 	AgentEnv []string
 	// SkipVpcnet starts the cluster without installing vpcnet.
 	SkipVpcnet bool
+	// AWSNode, when set, also builds the Amazon VPC CNI's images from the
+	// programs in AWSNode.Dir and imports them into every node, for
+	// InstallAWSNode (a switch-over starts from aws-node).
+	AWSNode *AWSNode
 	// E2E, when set, also builds the images Kubernetes' e2e tests run
 	// (E2EImageRefs) and imports them into every node.
 	E2E *E2EImages
@@ -235,6 +239,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	imports := []string{archives[PauseImage], archives[TestImage], archives[VpcnetImage], archives[KubeProxyImage], archives[CoreDNSImage]}
+	if opts.AWSNode != nil {
+		aws, err := buildAWSNodeImages(filepath.Join(c.dir, "images"), opts.AWSNode.Dir)
+		if err != nil {
+			return nil, err
+		}
+		imports = append(imports, aws...)
+	}
 	if opts.E2E != nil {
 		c.log.Info("building the e2e tests' images", "images", len(opts.E2E.Refs))
 		e2e, unbuilt, err := buildE2EImages(filepath.Join(c.dir, "images"), opts.E2E.Refs, opts.E2E.Programs, filepath.Join(c.dir, "images", "bin", "pause"))

@@ -24,7 +24,7 @@ const (
 // entrypoint, run as root. TestImageMatchesDockerfile keeps the two in step.
 var VpcnetImageSpec = ImageSpec{
 	Dir:        "/usr/local/bin",
-	Programs:   []string{"portmap", "vpcnet", "vpcnet-budget", "vpcnet-install", "vpcnetctl", "vpcnetd"},
+	Programs:   []string{"bandwidth", "portmap", "vpcnet", "vpcnet-budget", "vpcnet-install", "vpcnetctl", "vpcnetd"},
 	Entrypoint: []string{"/usr/local/bin/vpcnetd"},
 	User:       "0:0",
 }
@@ -69,25 +69,51 @@ func buildImages(ctx context.Context, dir, binDir, repoRoot string, bins Binarie
 		{KubeProxyImage, func() (*rootfs, imageConfig, error) { return kubeProxyRootfs(bins.KubeProxy) }},
 		{CoreDNSImage, func() (*rootfs, imageConfig, error) { return coreDNSRootfs(bins.CoreDNS) }},
 	} {
-		r, cfg, err := im.build()
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", im.ref, err)
-		}
-		img, err := r.image(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", im.ref, err)
-		}
-		tag, err := name.NewTag(im.ref)
+		path, err := writeImage(dir, im.ref, im.build)
 		if err != nil {
 			return nil, err
-		}
-		path := filepath.Join(dir, filepath.Base(tag.RepositoryStr())+".tar")
-		if err := tarball.WriteToFile(path, tag, img); err != nil {
-			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
 		archives[im.ref] = path
 	}
 	return archives, nil
+}
+
+// buildAWSNodeImages writes the Amazon VPC CNI's two images from the
+// programs and files in from, and returns their archives.
+func buildAWSNodeImages(dir, from string) ([]string, error) {
+	var paths []string
+	for ref, build := range map[string]func(string) (*rootfs, imageConfig, error){
+		AWSNodeImage: awsNodeRootfs, AWSNodeInitImage: awsNodeInitRootfs,
+	} {
+		path, err := writeImage(dir, ref, func() (*rootfs, imageConfig, error) { return build(from) })
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// writeImage builds one image and writes it as a docker archive in dir,
+// named after its repository.
+func writeImage(dir, ref string, build func() (*rootfs, imageConfig, error)) (string, error) {
+	r, cfg, err := build()
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", ref, err)
+	}
+	img, err := r.image(cfg)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", ref, err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, filepath.Base(tag.RepositoryStr())+".tar")
+	if err := tarball.WriteToFile(path, tag, img); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
 }
 
 // staticRootfs is one layer holding the spec's programs from srcDir, plus

@@ -40,9 +40,15 @@ var hostPaths = []string{
 	"/run/containerd", "/var/lib/containerd", "/var/lib/kubelet",
 	"/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/opt/cni/bin",
 	"/var/lib/cni", "/run/nri",
-	// The vpcnet DaemonSet's hostPath volumes.
-	"/run/vpcnet", "/var/lib/vpcnet", "/run/aws-node",
+	// The vpcnet DaemonSet's hostPath volumes, and aws-node's.
+	"/run/vpcnet", "/var/lib/vpcnet", "/run/aws-node", "/var/log/aws-routed-eni",
 }
+
+// hostFiles are host files a DaemonSet mounts (aws-node's xtables lock,
+// FileOrCreate): each node gets its own, bound over the host's, as two
+// machines do not share one lock. The host file is created empty if
+// missing, as the kubelet would (only the bind target; nothing uses it).
+var hostFiles = []string{"/run/xtables.lock"}
 
 // hostSysctls are the host-wide (not per network namespace) settings the
 // kubelet writes at start; each node gets a private file bound over them.
@@ -75,6 +81,8 @@ for h in {{range .Hierarchies}}{{.}} {{end}}; do
 	echo $$ > "$h{{.Cgroup}}/system/cgroup.procs"
 done
 {{range .Binds}}mkdir -p {{.Target}}
+mount --bind {{.Source}} {{.Target}}
+{{end}}{{range .FileBinds}}[ -e {{.Target}} ] || : > {{.Target}}
 mount --bind {{.Source}} {{.Target}}
 {{end}}
 {{range .Sysctls}}cat /proc/sys/{{.Key}} > {{.File}}
@@ -218,6 +226,13 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 		}
 		binds = append(binds, bind{Source: s.hostDir(p), Target: p})
 	}
+	var fileBinds []bind
+	for _, p := range hostFiles {
+		if err := writeFile(s.hostDir(p), nil); err != nil {
+			return nil, err
+		}
+		fileBinds = append(fileBinds, bind{Source: s.hostDir(p), Target: p})
+	}
 	var sysctls []sysctlFile
 	for _, k := range hostSysctls {
 		f := filepath.Join(s.Dir, "sysctl", strings.ReplaceAll(k, "/", "."))
@@ -244,12 +259,13 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 		nodeSpec
 		Hierarchies []string
 		Binds       []bind
+		FileBinds   []bind
 		Sysctls     []sysctlFile
 		TaintList   string
 		PauseImage  string
 		Runc        string
 		ClusterDNS  string
-	}{s, hs, binds, sysctls, strings.Join(s.Taints, ","), pauseImage, s.Bins.Runc, ClusterDNS}
+	}{s, hs, binds, fileBinds, sysctls, strings.Join(s.Taints, ","), pauseImage, s.Bins.Runc, ClusterDNS}
 	for name, t := range map[string]*template.Template{
 		"node.sh": nodeScript, "containerd.toml": containerdConfig, "kubelet.yaml": kubeletConfig,
 	} {

@@ -2,7 +2,8 @@
 // that serves HTTP (its pod's name and address, and probe endpoints) or,
 // as "testserver get URL...", fetches URLs and exits 0 only if every one
 // answered 200, so a pod's phase (Succeeded or Failed) is the result of a
-// connectivity check without kubectl exec.
+// connectivity check without kubectl exec; "testserver stream URL SECONDS"
+// holds one connection to /stream open and reports its longest silence.
 package main
 
 import (
@@ -28,6 +29,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "hammer" {
 		os.Exit(hammer(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "stream" {
+		os.Exit(stream(os.Args[2:]))
+	}
 	addr := ":8080"
 	if v := os.Getenv("LISTEN"); v != "" {
 		addr = v
@@ -36,6 +40,26 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// /stream writes a numbered line every 100 ms for as long as the
+	// client stays: one TCP connection whose every gap the client sees.
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		flusher, _ := w.(http.Flusher)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			if _, err := fmt.Fprintf(w, "%d\n", i); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		local := ""
 		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
@@ -179,5 +203,80 @@ func hammer(args []string) int {
 	}
 	wg.Wait()
 	fmt.Println("DONE")
+	return 0
+}
+
+// stream is "stream URL SECONDS": one GET of URL (a testserver's
+// /stream), read for SECONDS. It prints "CONNECTED" once the first line
+// arrives, then "MAXGAP D" (the longest wait between two lines) at the
+// end, and exits 0 only if the one connection stayed up the whole time
+// with every line in order: what a switch-over test reads to tell an
+// established connection that kept flowing from one that broke.
+func stream(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: testserver stream URL SECONDS")
+		return 2
+	}
+	var seconds int
+	if _, err := fmt.Sscan(args[1], &seconds); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds)*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		fmt.Printf("FAILED connect: %v\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	var maxGap time.Duration
+	last := time.Now()
+	next := 0
+	buf := make([]byte, 0, 64)
+	one := make([]byte, 1)
+	for {
+		_, err := resp.Body.Read(one)
+		if err != nil {
+			if ctx.Err() != nil {
+				break // the time is up: the connection held
+			}
+			fmt.Printf("MAXGAP %s\nFAILED after line %d: %v\n", maxGap, next, err)
+			return 1
+		}
+		if one[0] != '\n' {
+			buf = append(buf, one[0])
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(string(buf), &n); err != nil || n != next {
+			fmt.Printf("FAILED line %q, want %d\n", buf, next)
+			return 1
+		}
+		buf = buf[:0]
+		now := time.Now()
+		if next == 0 {
+			fmt.Println("CONNECTED")
+		} else if gap := now.Sub(last); gap > maxGap {
+			maxGap = gap
+		}
+		last = now
+		next++
+	}
+	// A connection whose packets are dropped does not fail; it goes
+	// quiet until the time is up. That silence counts too.
+	if tail := time.Since(last); tail > maxGap {
+		maxGap = tail
+	}
+	fmt.Printf("MAXGAP %s\nLINES %d\n", maxGap, next)
+	if next == 0 || maxGap > 5*time.Second {
+		fmt.Println("FAILED: the connection went quiet")
+		return 1
+	}
 	return 0
 }

@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/checkpoint/disk"
+)
+
+// heldWork are Effects that run nothing on their own: the test is the
+// owner and runs each piece of work when it chooses, as the simulation
+// does.
+type heldWork struct {
+	work []Work
+}
+
+func (h *heldWork) Go(_ context.Context, w Work) { h.work = append(h.work, w) }
+
+func (h *heldWork) Sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// next takes the first piece of work that is a write (write) or a job.
+func (h *heldWork) next(write bool) (Work, bool) {
+	for i, w := range h.work {
+		if (w.Write != nil) == write {
+			h.work = append(h.work[:i:i], h.work[i+1:]...)
+			return w, true
+		}
+	}
+	return Work{}, false
+}
+
+func TestAnOwnerOnOneThreadHearsItsAddAnsweredOnlyOnceTheWriteHasRun(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
+	o := n.options(t)
+	fx := &heldWork{}
+	o.Effects = fx
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tell := func(ev nodestate.Event) bool { a.Step(ctx, ev); return true }
+	// The owner's jobs fill the warm pool; nothing runs until the test
+	// runs it.
+	for i := 0; a.Node().Summary(time.Now()).Stats.Free < 2; i++ {
+		if i > 100 {
+			t.Fatalf("the warm pool never filled; work left: %d", len(fx.work))
+		}
+		wk, ok := fx.next(false)
+		if !ok {
+			wk, ok = fx.next(true)
+		}
+		if !ok {
+			time.Sleep(10 * time.Millisecond) // an attach the emulator delays
+			a.Step(ctx, nodestate.Tick{})
+			continue
+		}
+		wk.Run(ctx, tell)
+	}
+	for wk, ok := fx.next(true); ok; wk, ok = fx.next(true) {
+		wk.Run(ctx, tell)
+	}
+	_, ch := a.Submit(ctx, func(id uint64) nodestate.Event {
+		return nodestate.AddRequest{ID: id, Key: key(1), Pod: pod(1)}
+	})
+	select {
+	case r := <-ch:
+		t.Fatalf("the Add was answered %+v while its checkpoint write had not run", r)
+	default:
+	}
+	wk, ok := fx.next(true)
+	if !ok {
+		t.Fatal("the Add handed out no checkpoint write")
+	}
+	wk.Run(ctx, tell)
+	var r nodestate.Reply
+	select {
+	case r = <-ch:
+	default:
+		t.Fatal("the Add was not answered once its write had run")
+	}
+	if r.Err != nil {
+		t.Fatalf("Add: %v", r.Err)
+	}
+	st, err := disk.Load(o.Config.CheckpointPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st.Entries {
+		if e.Key == key(1) && e.Addr == r.Assignment.Addr {
+			return
+		}
+	}
+	t.Fatalf("the Add was answered %s, but the checkpoint on disk holds %+v", r.Assignment.Addr, st.Entries)
+}
