@@ -215,7 +215,7 @@ func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (ipam.Assig
 }
 
 // add is Add with the reply and, when assigned is not nil, the address
-// announced before the reply (ownerLoop.request).
+// announced before the reply (Agent.request).
 func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod, assigned func(nodestate.Reply)) (r nodestate.Reply, err error) {
 	defer a.met.observeRPC("add", a.now(), &err)
 	r, err = a.request(ctx, func(id uint64) nodestate.Event { return nodestate.AddRequest{ID: id, Key: key, Pod: pod} }, assigned)
