@@ -8,7 +8,9 @@
 // it hands out what must be done (a checkpoint write, EC2 and host jobs,
 // replies) and never waits on disk or network itself. The writes and the
 // jobs (run by agent/executor) go to the Effects, and replies leave only
-// once what they promise is on disk.
+// once what they promise is on disk. An Add hears its address earlier,
+// while the checkpoint that records it is written, so its pod's
+// NetworkPolicy rules are written alongside; it answers once both are.
 //
 // This is the one shell: vpcnetd runs it with Run (the owner a goroutine,
 // each piece of work on a goroutine, the node's files and clock), and the

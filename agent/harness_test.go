@@ -174,6 +174,9 @@ type node struct {
 	veths Veths
 	// policy is the agent's NetworkPolicy enforcement (off when zero).
 	policy PolicyOptions
+	// disk, when set, holds the agent's files instead of the node's
+	// file system.
+	disk Disk
 }
 
 func (w *world) node(instance string, env map[string]string) *node {
@@ -242,7 +245,7 @@ func (n *node) options(t *testing.T) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Logger: log, AttachTimeout: 10 * time.Second}
+	return Options{Config: cfg, Cloud: c, Host: n.host, HostPorts: n.ports, Veths: n.veths, Kube: n.kube, Budget: n.budget, Policy: n.policy, Disk: n.disk, Logger: log, AttachTimeout: 10 * time.Second}
 }
 
 func (r *running) stop() error {

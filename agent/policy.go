@@ -231,7 +231,7 @@ func (k *policyKeeper) loop(ctx context.Context, held func(context.Context) (map
 		case r := <-k.reqs:
 			// Dels that came before this request go first.
 			k.takeDropped()
-			k.locals[*r.put] = r.pod
+			k.put(*r.put, r.pod)
 			if !isClosed(k.synced) {
 				r.done <- errNotSynced
 				continue
@@ -242,6 +242,20 @@ func (k *policyKeeper) loop(ctx context.Context, held func(context.Context) (map
 			r.done <- err
 		}
 	}
+}
+
+// put records a pod the pool has just given its address. The pool gives
+// an address to one attachment at a time, so another local pod with the
+// same address is one whose release the keeper has not heard of (a
+// failed Add cleaned up late): it goes, or the two would claim one
+// verdict map entry and no write would succeed until the next sweep.
+func (k *policyKeeper) put(key ipam.Key, lp localPod) {
+	for other, o := range k.locals {
+		if o.addr == lp.addr && other != key {
+			delete(k.locals, other)
+		}
+	}
+	k.locals[key] = lp
 }
 
 // countUnenforced counts the cluster's NetworkPolicy objects while this
@@ -360,7 +374,8 @@ func (k *policyKeeper) do(ctx context.Context, r policyReq) error {
 
 // admit puts a new pod's verdicts in force before its Add answers: its
 // labels from the watch (or the API server), then one write of the
-// node's rules. When the watches have not listed yet, it waits a little;
+// node's rules, made while the checkpoint that records the pod's address
+// is written (admitting). When the watches have not listed yet, it waits a little;
 // then the mode decides: standard lets the pod start (open until its
 // policies are known), strict refuses it, and the runtime retries.
 func (k *policyKeeper) admit(ctx context.Context, as ipam.Assignment) error {
@@ -394,6 +409,19 @@ func (k *policyKeeper) admit(ctx context.Context, as ipam.Assignment) error {
 		return nil
 	}
 	return err
+}
+
+// admitting runs admit on a goroutine of its own, so the pod's rules are
+// written while its address's checkpoint is; the channel gets admit's
+// result. The caller must take it before answering the Add.
+func (k *policyKeeper) admitting(ctx context.Context, as ipam.Assignment) <-chan error {
+	done := make(chan error, 1)
+	if !k.on() {
+		done <- nil
+		return done
+	}
+	go func() { done <- k.admit(ctx, as) }()
+	return done
 }
 
 // forget drops a deleted pod's verdicts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,9 +81,21 @@ type fakePolicyRules struct {
 	mu     sync.Mutex
 	last   netpol.Ruleset
 	writes int
+	// hold, when set, holds a write that isolates a pod named holdPod
+	// (see holder); an error it is released with fails the write.
+	hold    *holder
+	holdPod string // guarded by mu
 }
 
 func (f *fakePolicyRules) SetPolicy(_ context.Context, rs netpol.Ruleset, _ bool) error {
+	f.mu.Lock()
+	pod := f.holdPod
+	f.mu.Unlock()
+	if f.hold != nil && slices.ContainsFunc(rs.Pods, func(r netpol.PodRules) bool { return r.Pod.Name == pod }) {
+		if err := f.hold.hold(rs); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last = rs

@@ -55,32 +55,60 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 	if err != nil {
 		return nil, agentapi.Errorf(agentapi.InvalidArgument, "%v", err)
 	}
-	r, err := s.a.add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName})
+	// The pod's NetworkPolicy rules are written while the checkpoint
+	// that records its address is: the owner announces the address
+	// before that write is on disk, so the Add waits for the longer of
+	// the two rather than their sum. It answers only once both are done.
+	var announced nodestate.Reply
+	var admitted <-chan error
+	r, err := s.a.add(ctx, key, ipam.Pod{Namespace: req.PodNamespace, Name: req.PodName}, func(as nodestate.Reply) {
+		announced, admitted = as, s.a.policy.admitting(ctx, as.Assignment)
+	})
 	if err != nil {
-		return nil, toStatus(err)
-	}
-	if err := s.a.ports.put(ctx, r.Assignment, ports); err != nil {
-		// The plugin releases nothing after a failed Add: give back an
-		// address this call took, keep one an earlier ADD holds.
-		if !r.Existing {
-			if _, _, derr := s.a.Del(ctx, key); derr != nil {
-				s.a.log.Error("release the address of an Add whose hostPorts failed; GC will", "key", key.String(), "err", derr)
+		if admitted != nil {
+			<-admitted
+			// The Add fails after its address was announced (a failed
+			// write took it back, or the caller gave up): the rules
+			// written for it go, unless an earlier ADD holds it.
+			if !announced.Existing {
+				s.a.policy.forget(key)
 			}
 		}
+		return nil, toStatus(err)
+	}
+	if admitted == nil {
+		// Nothing announced: an earlier ADD's address, already on disk,
+		// or a reply that came before this goroutine took the
+		// announcement (the write was over by then anyway).
+		admitted = s.a.policy.admitting(ctx, r.Assignment)
+	}
+	if err := s.a.ports.put(ctx, r.Assignment, ports); err != nil {
+		<-admitted
+		s.undoAdd(ctx, key, r, "hostPorts")
 		return nil, agentapi.Errorf(agentapi.Internal, "hostPorts of %s: %v", key, err)
 	}
 	// The pod's policies are in force before the plugin routes to it.
-	if err := s.a.policy.admit(ctx, r.Assignment); err != nil {
-		if !r.Existing {
-			if _, _, derr := s.a.Del(ctx, key); derr != nil {
-				s.a.log.Error("release the address of an Add whose NetworkPolicy rules failed; GC will", "key", key.String(), "err", derr)
-			}
-		}
+	if err := <-admitted; err != nil {
+		s.undoAdd(ctx, key, r, "NetworkPolicy rules")
 		return nil, agentapi.Errorf(agentapi.Unavailable, "NetworkPolicy of %s: %v", key, err)
 	}
 	out := s.a.reply(r.Assignment, r.ENI)
 	out.Existing = r.Existing
 	return out, nil
+}
+
+// undoAdd follows an Add that failed after its address was given. The
+// plugin releases nothing after a failed Add: an address this call took
+// goes back, with the NetworkPolicy rules written for it; one an earlier
+// ADD holds stays, rules and all.
+func (s *rpcServer) undoAdd(ctx context.Context, key ipam.Key, r nodestate.Reply, what string) {
+	if r.Existing {
+		return
+	}
+	if _, _, err := s.a.Del(ctx, key); err != nil {
+		s.a.log.Error("release the address of an Add whose "+what+" failed; GC will", "key", key.String(), "err", err)
+	}
+	s.a.policy.forget(key)
 }
 
 func (s *rpcServer) Del(ctx context.Context, req *agentapi.DelRequest) (*agentapi.DelReply, error) {
@@ -182,13 +210,15 @@ func (s *rpcServer) GC(ctx context.Context, req *agentapi.GCRequest) (*agentapi.
 // grow when it is empty. The same key always gets the same address. The
 // assignment is on disk before Add returns.
 func (a *Agent) Add(ctx context.Context, key ipam.Key, pod ipam.Pod) (ipam.Assignment, error) {
-	r, err := a.add(ctx, key, pod)
+	r, err := a.add(ctx, key, pod, nil)
 	return r.Assignment, err
 }
 
-func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod) (r nodestate.Reply, err error) {
+// add is Add with the reply and, when assigned is not nil, the address
+// announced before the reply (Agent.request).
+func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod, assigned func(nodestate.Reply)) (r nodestate.Reply, err error) {
 	defer a.met.observeRPC("add", a.now(), &err)
-	r, err = a.request(ctx, func(id uint64) nodestate.Event { return nodestate.AddRequest{ID: id, Key: key, Pod: pod} })
+	r, err = a.request(ctx, func(id uint64) nodestate.Event { return nodestate.AddRequest{ID: id, Key: key, Pod: pod} }, assigned)
 	var na *NoAddressError
 	if errors.As(err, &na) {
 		a.met.noAddress.WithLabelValues(na.Reason).Inc()
@@ -202,7 +232,7 @@ func (a *Agent) add(ctx context.Context, key ipam.Key, pod ipam.Pod) (r nodestat
 // The checkpoint without the key is written before the pool lets go.
 func (a *Agent) Del(ctx context.Context, key ipam.Key) (_ ipam.Assignment, _ bool, err error) {
 	defer a.met.observeRPC("del", a.now(), &err)
-	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: key} })
+	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.DelRequest{ID: id, Key: key} }, nil)
 	if err != nil {
 		return ipam.Assignment{}, false, fmt.Errorf("release %s: %w", key, err)
 	}
@@ -214,7 +244,7 @@ func (a *Agent) Del(ctx context.Context, key ipam.Key) (_ ipam.Assignment, _ boo
 // flight is not yet in the runtime's list and must not be collected.
 func (a *Agent) GC(ctx context.Context, network string, valid map[ipam.Key]bool) (_ []ipam.Assignment, err error) {
 	defer a.met.observeRPC("gc", a.now(), &err)
-	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.GCRequest{ID: id, Network: network, Valid: valid} })
+	r, err := a.request(ctx, func(id uint64) nodestate.Event { return nodestate.GCRequest{ID: id, Network: network, Valid: valid} }, nil)
 	if err != nil {
 		return nil, fmt.Errorf("garbage-collect %s: %w", network, err)
 	}

@@ -70,19 +70,19 @@ func nftRead[T any](f func() (T, error)) (T, error) {
 }
 
 // table returns our table of family fam, or nil when it does not exist.
+// It asks for that table alone: a dump of every table of the family
+// was a sixth of what a policy write cost.
 func (n *nftConn) table(fam nftables.TableFamily, name string) (*nftables.Table, error) {
-	tables, err := nftRead(func() ([]*nftables.Table, error) {
-		return n.c.ListTablesOfFamily(fam)
+	t, err := nftRead(func() (*nftables.Table, error) {
+		return n.c.ListTableOfFamily(name, fam)
 	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("list nftables tables: %w", err)
+		return nil, fmt.Errorf("read nftables table %s: %w", name, err)
 	}
-	for _, t := range tables {
-		if t.Name == name {
-			return t, nil
-		}
-	}
-	return nil, nil
+	return t, nil
 }
 
 func (n *nftConn) chains(t *nftables.Table) ([]*nftables.Chain, error) {

@@ -3,11 +3,15 @@ package dataplane
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -75,7 +79,7 @@ type policyState struct {
 type policyModel struct {
 	logDrops bool
 	chains   map[string]podChain
-	sets     map[string][]nftables.SetElement
+	sets     map[string][]v4Range
 }
 
 // podChain is one isolated pod's chain in one direction.
@@ -166,8 +170,7 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		return false, nil
 	}
 	d.policy = policyState{} // until this write is known to have landed
-	spec := next.spec()
-	done := policyState{last: next, use: spec.use()}
+	done := policyState{last: next, use: next.use()}
 	if consistent && last.logDrops == next.logDrops {
 		// An error in queueing is a bug in what we built, which a whole
 		// rewrite would repeat; and what was queued must not be sent.
@@ -181,6 +184,8 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		}
 		d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
 	}
+	// The whole table, its sets' elements made now.
+	spec := next.spec()
 	var have *tableState
 	if t != nil {
 		compare := last == nil
@@ -302,27 +307,50 @@ func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
 	return dir, a, err == nil
 }
 
-// renderPeers is one peer set's elements and its content's name.
+// renderPeers is one peer set's address ranges and its content's name.
 func renderPeers(ps []netip.Prefix) renderedSet {
 	v4 := ipv4Only(ps)
 	if len(v4) == 0 {
 		return renderedSet{}
 	}
-	var elems []nftables.SetElement
+	rs := addrRanges(v4)
+	ranges := make([]v4Range, len(rs))
 	h := sha256.New()
-	for _, r := range addrRanges(v4) {
-		from := r.From().As4()
-		elems = append(elems, nftables.SetElement{Key: from[:]})
-		h.Write(from[:])
+	for i, r := range rs {
+		ranges[i] = v4Range{from: r.From().As4(), to: r.To().As4()}
+		h.Write(ranges[i].from[:])
 		if end := r.To().Next(); end.IsValid() {
 			e := end.As4()
-			elems = append(elems, nftables.SetElement{Key: e[:], IntervalEnd: true})
 			h.Write(e[:])
 		} else {
 			h.Write([]byte{0, 0, 0, 0})
 		}
 	}
-	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), elems: elems}
+	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), ranges: ranges}
+}
+
+// v4Range is an inclusive range of IPv4 addresses: how a peer set is
+// kept between writes, 8 bytes a range where its two set elements take
+// some 300 (a 1,668-prefix set was half a megabyte of the agent's heap).
+type v4Range struct{ from, to [4]byte }
+
+// setElements are an interval set's elements for ranges, made when the
+// set is written: each range's first address, and the address after its
+// last as the interval's end (none after 255.255.255.255).
+func setElements(ranges []v4Range) []nftables.SetElement {
+	elems := make([]nftables.SetElement, 0, 2*len(ranges))
+	keys := make([]byte, 0, 8*len(ranges))
+	key := func(a [4]byte) []byte {
+		keys = append(keys, a[:]...)
+		return keys[len(keys)-4 : len(keys) : len(keys)]
+	}
+	for _, r := range ranges {
+		elems = append(elems, nftables.SetElement{Key: key(r.from)})
+		if end := netip.AddrFrom4(r.to).Next(); end.IsValid() {
+			elems = append(elems, nftables.SetElement{Key: key(end.As4()), IntervalEnd: true})
+		}
+	}
+	return elems
 }
 
 // policyModelOf renders rs: each isolated pod's chain per direction, and
@@ -345,6 +373,9 @@ func policyModelOf(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 type peerRenders struct {
 	mu   sync.Mutex
 	last map[peerSliceID]renderedSet
+	// chains are the last model's, whose rules a chain with the same
+	// name and digest reuses.
+	chains map[string]podChain
 }
 
 type peerSliceID struct {
@@ -353,16 +384,16 @@ type peerSliceID struct {
 }
 
 type renderedSet struct {
-	name  string // "" when no IPv4 peer is left
-	elems []nftables.SetElement
+	name   string // "" when no IPv4 peer is left
+	ranges []v4Range
 }
 
 func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]nftables.SetElement{}}
+	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]v4Range{}}
 	used := map[peerSliceID]renderedSet{}
-	defer func() { pr.last = used }()
+	defer func() { pr.last, pr.chains = used, m.chains }()
 	peerSet := func(ps []netip.Prefix) string {
 		id := peerSliceID{&ps[0], len(ps)}
 		r, ok := used[id]
@@ -374,11 +405,12 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 		}
 		used[id] = r
 		if r.name != "" {
-			m.sets[r.name] = r.elems
+			m.sets[r.name] = r.ranges
 		}
 		return r.name
 	}
 	seen := map[netip.Addr]bool{}
+	var allows []setAllow
 	for _, r := range rs.Pods {
 		if !r.Pod.IP.Is4() {
 			return nil, fmt.Errorf("pod %s/%s: address %v is not IPv4", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
@@ -389,59 +421,136 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 		seen[r.Pod.IP] = true
 		for _, ingress := range []bool{true, false} {
 			iso := r.Egress
-			dir := "egress"
 			if ingress {
-				iso, dir = r.Ingress, "ingress"
+				iso = r.Ingress
 			}
 			if iso == nil {
 				continue
 			}
 			ch := podChain{addr: r.Pod.IP, ingress: ingress, counter: dropCounter(r.Pod.IP, ingress)}
-			// What the rules say, hashed as it is rendered: cheaper
-			// than encoding every expression to compare chains.
-			sig := sha256.New()
-			fmt.Fprintf(sig, "%s/%s %v\n", r.Pod.Namespace, r.Pod.Name, logDrops)
-			for _, a := range iso.Allows {
+			// What the rules say, hashed before they are rendered: a
+			// chain the last model rendered from the same is reused,
+			// so a write renders the chains that changed (an ADD's),
+			// not every pod's.
+			allows = allows[:0]
+			sig := newChainSig(r.Pod, logDrops)
+			for i := range iso.Allows {
+				a := &iso.Allows[i]
 				if !a.AnyPeer && len(a.Peers) == 0 {
 					continue // allows nothing
 				}
-				var peer []expr.Any
 				set := "*"
 				if !a.AnyPeer {
-					set = peerSet(a.Peers)
-					if set == "" {
+					if set = peerSet(a.Peers); set == "" {
 						continue // IPv6 peers only: allows nothing here
 					}
-					peer = lookupAddr(!ingress, set)
 				}
-				fmt.Fprintf(sig, "%s %s %v\n", a.Rule, set, a.Ports)
-				comment := fitComment(a.Rule)
-				if a.Ports == nil {
-					ch.rules = append(ch.rules, ruleSpec{comment: comment, exprs: concat(peer, verdictReturn())})
-					continue
-				}
-				for _, p := range a.Ports {
-					ch.rules = append(ch.rules, ruleSpec{comment: comment, exprs: concat(peer, policyPort(p), verdictReturn())})
-				}
+				sig.allow(a, set)
+				allows = append(allows, setAllow{a, set})
 			}
-			who := fmt.Sprintf("%s %s/%s", dir, r.Pod.Namespace, r.Pod.Name)
-			if logDrops {
-				ch.rules = append(ch.rules, ruleSpec{comment: fitComment("log dropped connections, " + who),
-					exprs: concat(ctStateHas(expr.CtStateBitNEW),
-						[]expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: policyLogRate, Unit: expr.LimitTimeSecond, Burst: policyLogRate},
-							// The level is the kernel's default, written
-							// because the kernel reports it: the rule then
-							// reads back as written.
-							&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Level: expr.LogLevelWarning,
-								Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
+			ch.digest = sig.sum()
+			name := podChainName(r.Pod.IP, ingress)
+			if old, ok := pr.chains[name]; ok && old.digest == ch.digest {
+				ch.rules = old.rules
+			} else {
+				ch.rules = chainRules(r.Pod, ingress, logDrops, ch.counter, allows)
 			}
-			ch.rules = append(ch.rules, ruleSpec{comment: fitComment("what no policy allows, " + who),
-				exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ch.counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
-			copy(ch.digest[:], sig.Sum(nil))
-			m.chains[podChainName(r.Pod.IP, ingress)] = ch
+			m.chains[name] = ch
 		}
 	}
 	return m, nil
+}
+
+// setAllow is an Allow that allows something here, with its peer set's
+// name ("*": any peer).
+type setAllow struct {
+	a   *verdicts.Allow
+	set string
+}
+
+// chainRules renders one isolated pod's chain in one direction: a rule
+// per allowed peers and port, returning; with logDrops, a rate-limited
+// log of new connections; then count and drop.
+func chainRules(pod verdicts.PodRef, ingress, logDrops bool, counter string, allows []setAllow) []ruleSpec {
+	var rules []ruleSpec
+	for _, sa := range allows {
+		a := sa.a
+		var peer []expr.Any
+		if sa.set != "*" {
+			peer = lookupAddr(!ingress, sa.set)
+		}
+		comment := fitComment(a.Rule)
+		if a.Ports == nil {
+			rules = append(rules, ruleSpec{comment: comment, exprs: concat(peer, verdictReturn())})
+			continue
+		}
+		for _, p := range a.Ports {
+			rules = append(rules, ruleSpec{comment: comment, exprs: concat(peer, policyPort(p), verdictReturn())})
+		}
+	}
+	dir := "egress"
+	if ingress {
+		dir = "ingress"
+	}
+	who := fmt.Sprintf("%s %s/%s", dir, pod.Namespace, pod.Name)
+	if logDrops {
+		rules = append(rules, ruleSpec{comment: fitComment("log dropped connections, " + who),
+			exprs: concat(ctStateHas(expr.CtStateBitNEW),
+				[]expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: policyLogRate, Unit: expr.LimitTimeSecond, Burst: policyLogRate},
+					// The level is the kernel's default, written
+					// because the kernel reports it: the rule then
+					// reads back as written.
+					&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Level: expr.LogLevelWarning,
+						Data: []byte(logPrefix("vpcnet-policy drop " + who))}})})
+	}
+	return append(rules, ruleSpec{comment: fitComment("what no policy allows, " + who),
+		exprs: []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter}, &expr.Verdict{Kind: expr.VerdictDrop}}})
+}
+
+// chainSig hashes what a pod's chain says: the pod, logDrops, and each
+// Allow's rule, peer set and ports, field by field (fmt was most of the
+// time a write spent on a node's unchanged pods).
+type chainSig struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func newChainSig(pod verdicts.PodRef, logDrops bool) *chainSig {
+	s := &chainSig{h: sha256.New()}
+	s.str(pod.Namespace)
+	s.str(pod.Name)
+	s.buf = strconv.AppendBool(s.buf[:0], logDrops)
+	s.h.Write(s.buf)
+	return s
+}
+
+// str writes v with its length, so no two sequences of fields hash alike.
+func (s *chainSig) str(v string) {
+	s.buf = binary.BigEndian.AppendUint32(s.buf[:0], uint32(len(v)))
+	s.h.Write(s.buf)
+	io.WriteString(s.h, v)
+}
+
+func (s *chainSig) allow(a *verdicts.Allow, set string) {
+	s.str(a.Rule)
+	s.str(set)
+	if a.Ports == nil {
+		s.str("every port")
+		return
+	}
+	s.buf = binary.BigEndian.AppendUint32(s.buf[:0], uint32(len(a.Ports)))
+	for _, p := range a.Ports {
+		s.buf = append(s.buf, p.Protocol...)
+		s.buf = append(s.buf, 0)
+		s.buf = binary.BigEndian.AppendUint16(s.buf, p.First)
+		s.buf = binary.BigEndian.AppendUint16(s.buf, p.Last)
+	}
+	s.h.Write(s.buf)
+}
+
+func (s *chainSig) sum() (d [32]byte) {
+	copy(d[:], s.h.Sum(nil))
+	return d
 }
 
 // ipv4Only is ps without its IPv6 prefixes, ps itself when it has none.
@@ -531,6 +640,13 @@ func (n *nftConn) addRules(t *nftables.Table, c *nftables.Chain, rules []ruleSpe
 	}
 }
 
+// use is the table's use count when it holds m, spec().use() without
+// making the table: a chain and a counter per pod chain, the peer sets,
+// and the two base chains and two verdict maps.
+func (m *policyModel) use() uint32 {
+	return uint32(2*len(m.chains) + len(m.sets) + 4)
+}
+
 // spec is the whole table m describes: the pods' chains, counters and
 // map entries, the peer sets, and the base chains.
 func (m *policyModel) spec() tableSpec {
@@ -549,7 +665,7 @@ func (m *policyModel) spec() tableSpec {
 	spec.chains = append(spec.chains, policyBaseChain("forward", nftables.ChainHookForward, true),
 		policyBaseChain("input", nftables.ChainHookInput, false))
 	for _, name := range slices.Sorted(maps.Keys(m.sets)) {
-		spec.sets = append(spec.sets, setSpec{name: name, interval: true, elems: m.sets[name]})
+		spec.sets = append(spec.sets, setSpec{name: name, interval: true, elems: setElements(m.sets[name])})
 	}
 	spec.sets = append(spec.sets, setSpec{name: policyMapIngress, isMap: true, elems: in},
 		setSpec{name: policyMapEgress, isMap: true, elems: out})
@@ -579,9 +695,9 @@ func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) cha
 // the sets nothing uses any more. Counters of pods that stay are kept.
 func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) error {
 	var errs []error
-	for name, elems := range next.sets {
+	for name, ranges := range next.sets {
 		if _, ok := last.sets[name]; !ok {
-			errs = append(errs, n.addSet(peerSetObj(t, name), elems))
+			errs = append(errs, n.addSet(peerSetObj(t, name), setElements(ranges)))
 		}
 	}
 	ingress, egress := policyMaps(t)

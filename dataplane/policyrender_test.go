@@ -3,6 +3,8 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -49,8 +51,8 @@ func TestTheIPv4TableLeavesIPv6PeersOutAndRefusesIPv6OrSharedPodAddresses(t *tes
 	if len(m.sets) != 1 {
 		t.Errorf("sets %v, want one of 10.3.0.0/16", m.sets)
 	}
-	for name, elems := range m.sets {
-		if len(elems) != 2 || netip.AddrFrom4([4]byte(elems[0].Key)) != netip.MustParseAddr("10.3.0.0") {
+	for name, ranges := range m.sets {
+		if elems := setElements(ranges); len(elems) != 2 || netip.AddrFrom4([4]byte(elems[0].Key)) != netip.MustParseAddr("10.3.0.0") {
 			t.Errorf("set %s = %v, want 10.3.0.0/16 alone", name, elems)
 		}
 	}
@@ -146,10 +148,11 @@ func TestRepliesPassBeforeAnyVerdictMapIsConsulted(t *testing.T) {
 }
 
 func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
-	spec := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{
+	model := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{
 		{Pod: podRef("10.0.0.5"), Ingress: &verdicts.Isolation{}},
 		{Pod: podRef("10.0.0.6"), Egress: &verdicts.Isolation{}},
-	}}, false).spec()
+	}}, false)
+	spec := model.spec()
 	want := map[string]string{
 		policyMapIngress: "0a000005 : -3 in-10.0.0.5",
 		policyMapEgress:  "0a000006 : -3 out-10.0.0.6",
@@ -170,8 +173,8 @@ func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
 	if strings.Join(spec.counters, ",") != "drop-in-10.0.0.5,drop-out-10.0.0.6" {
 		t.Errorf("counters %q", spec.counters)
 	}
-	if spec.use() != 2+2+2+2 {
-		t.Errorf("use %d, want 8: two pod chains, two base chains, two maps, two counters", spec.use())
+	if spec.use() != 2+2+2+2 || model.use() != spec.use() {
+		t.Errorf("use %d (the model says %d), want 8: two pod chains, two base chains, two maps, two counters", spec.use(), model.use())
 	}
 	for _, name := range []string{"in-10.0.0.5", "out-10.0.0.6"} {
 		c := chainNamed(t, spec, name)
@@ -227,9 +230,9 @@ func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
 	if len(m.sets) != 1 {
 		t.Fatalf("%d peer sets for 100 pods under one policy, want 1", len(m.sets))
 	}
-	for name, elems := range m.sets {
+	for name, ranges := range m.sets {
 		var got []string
-		for _, e := range elems {
+		for _, e := range setElements(ranges) {
 			got = append(got, elementKey(e, false))
 		}
 		if strings.Join(got, ",") != "0a010000,0a010100 end,0a020007,0a020008 end" {
@@ -263,8 +266,8 @@ func TestAPeerListTheCompilerHandsAgainIsRenderedOnce(t *testing.T) {
 	if len(first.sets) != 1 || len(second.sets) != 1 {
 		t.Fatalf("sets %v then %v; want one", first.sets, second.sets)
 	}
-	for name, elems := range second.sets {
-		if &elems[0] != &first.sets[name][0] {
+	for name, ranges := range second.sets {
+		if &ranges[0] != &first.sets[name][0] {
 			t.Error("the same peer list was rendered again on the second write")
 		}
 	}
@@ -282,5 +285,100 @@ func TestAPeerListTheCompilerHandsAgainIsRenderedOnce(t *testing.T) {
 	}
 	if len(pr.last) != 1 {
 		t.Errorf("the cache keeps %d lists; want only the one last used", len(pr.last))
+	}
+}
+
+// Peer sets are kept between writes as address ranges, 8 bytes each,
+// and become set elements only when written: at the scale the
+// elements of the sets kept were half a megabyte of the agent's heap.
+func TestAPeerSetIsKeptAsRangesAndWrittenAsIntervals(t *testing.T) {
+	m := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"),
+		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: prefixes("10.1.0.0/24", "10.2.0.7/32", "255.255.255.0/24")}}}}}}, false)
+	for name, ranges := range m.sets {
+		var got []string
+		for _, e := range setElements(ranges) {
+			got = append(got, elementKey(e, false))
+		}
+		// The last range ends the address space: no interval end.
+		if strings.Join(got, ",") != "0a010000,0a010100 end,0a020007,0a020008 end,ffffff00" {
+			t.Errorf("set %s elements %q", name, got)
+		}
+	}
+	if m.use() != m.spec().use() {
+		t.Errorf("the model's use count %d is not its table's, %d", m.use(), m.spec().use())
+	}
+
+	const n = 4000
+	var peers []netip.Prefix
+	for i := range n {
+		peers = append(peers, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 7), byte(i<<1) & 0xfe}), 32))
+	}
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: peers}}}}}}
+	var pr peerRenders
+	before := liveHeap()
+	m, err := pr.model(rs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := int64(liveHeap()) - int64(before)
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(rs)
+	if len(m.sets) != 1 {
+		t.Fatalf("%d sets, want 1", len(m.sets))
+	}
+	if kept > n*24 {
+		t.Errorf("a model and its renders keep %d bytes for a set of %d ranges (%d each); want them kept as ranges", kept, n, kept/n)
+	}
+}
+
+// liveHeap is the bytes the heap holds after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A write renders the chains whose rules changed and takes the others
+// from the last model: an ADD renders its own pod's, not every pod's.
+func TestAWriteRendersOnlyTheChainsThatChanged(t *testing.T) {
+	iso := func(port uint16) *verdicts.Isolation {
+		return &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "shop/p ingress[0]", Peers: prefixes("10.1.0.0/24"),
+			Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: port, Last: port}}}}}
+	}
+	rs := func(port uint16, name string) verdicts.Ruleset {
+		second := podRef("10.0.0.6")
+		second.Name = name
+		return verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: iso(80)}, {Pod: second, Ingress: iso(port)}}}
+	}
+	var pr peerRenders
+	first, err := pr.model(rs(80, "b"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := first
+	for _, next := range []struct {
+		what string
+		rs   verdicts.Ruleset
+	}{
+		{"a port changed", rs(443, "b")},
+		{"the pod renamed", rs(443, "c")},
+	} {
+		m, err := pr.model(next.rs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &m.chains["in-10.0.0.5"].rules[0] != &first.chains["in-10.0.0.5"].rules[0] {
+			t.Errorf("%s: the unchanged pod's chain was rendered again", next.what)
+		}
+		fresh := mustModel(t, next.rs, true).chains["in-10.0.0.6"]
+		got := m.chains["in-10.0.0.6"]
+		if got.digest == last.chains["in-10.0.0.6"].digest {
+			t.Errorf("%s: the changed pod's chain has its last digest", next.what)
+		}
+		if got.digest != fresh.digest || !reflect.DeepEqual(got.rules, fresh.rules) {
+			t.Errorf("%s: the changed pod's chain is not what a fresh render makes", next.what)
+		}
+		last = m
 	}
 }

@@ -86,16 +86,19 @@ func PolicySourcesForConfig(rc *rest.Config) (PolicySources, error) {
 // PolicyWatch keeps what NetworkPolicy enforcement needs to know: every
 // NetworkPolicy, every namespace's labels, and every pod's labels,
 // address and named ports. Pods are kept as netpol.Pod values, a few
-// hundred bytes each, whatever their specs hold.
+// hundred bytes each, whatever their specs hold, and what they have in
+// common (label sets, named ports, namespace names) once (podInterner).
 type PolicyWatch struct {
 	src PolicySources
 
 	mu         sync.Mutex // guards below; never held across I/O
 	policies   map[string]*networkingv1.NetworkPolicy
 	namespaces map[string]map[string]string
-	pods       map[string]netpol.Pod
-	synced     []cache.InformerSynced
-	changed    func()
+	pods       map[podKey]netpol.Pod
+	// shared holds what the pods have in common, once.
+	shared  *podInterner
+	synced  []cache.InformerSynced
+	changed func()
 	// gen counts the changes, for netpol.Compiler's cache.
 	gen uint64
 	// podsListed: the pod reflector has listed once.
@@ -105,8 +108,11 @@ type PolicyWatch struct {
 // NewPolicyWatch builds the watch; Run starts it.
 func NewPolicyWatch(src PolicySources) *PolicyWatch {
 	return &PolicyWatch{src: src, policies: map[string]*networkingv1.NetworkPolicy{},
-		namespaces: map[string]map[string]string{}, pods: map[string]netpol.Pod{}}
+		namespaces: map[string]map[string]string{}, pods: map[podKey]netpol.Pod{}, shared: newPodInterner()}
 }
+
+// podKey names a pod; its namespace is the shared string.
+type podKey struct{ namespace, name string }
 
 // Run watches until ctx ends, calling changed (which must not block)
 // after every change. An unreachable API server is waited out by the
@@ -126,15 +132,17 @@ func (w *PolicyWatch) Run(ctx context.Context, changed func()) error {
 	}, w.src.Client)
 	pods := cache.NewReflectorWithOptions(podLW, &corev1.Pod{}, podSink{
 		put: func(p *corev1.Pod) {
-			w.putPod(p.Namespace+"/"+p.Name, toPolicyPod(p), finished(p))
+			w.putPod(podKey{p.Namespace, p.Name}, toPolicyPod(p), finished(p))
 		},
-		remove: func(ns, name string) { w.putPod(ns+"/"+name, netpol.Pod{}, true) },
+		remove: func(ns, name string) { w.putPod(podKey{ns, name}, netpol.Pod{}, true) },
 		replace: func(all []*corev1.Pod) {
 			w.update(func() {
-				w.pods = make(map[string]netpol.Pod, len(all))
+				w.pods = make(map[podKey]netpol.Pod, len(all))
+				w.shared = newPodInterner()
 				for _, p := range all {
 					if !finished(p) {
-						w.pods[p.Namespace+"/"+p.Name] = toPolicyPod(p)
+						pp := w.shared.hold(toPolicyPod(p))
+						w.pods[podKey{pp.Namespace, pp.Name}] = pp
 					}
 				}
 				w.podsListed = true
@@ -236,13 +244,17 @@ func (w *PolicyWatch) update(f func()) {
 // named ports; a pod without an address is no peer) starts a new
 // generation: a pod just created has none yet, and its ADD must not pay
 // for recompiling every rule of the cluster.
-func (w *PolicyWatch) putPod(key string, p netpol.Pod, gone bool) {
+func (w *PolicyWatch) putPod(key podKey, p netpol.Pod, gone bool) {
 	w.mu.Lock()
 	old, had := w.pods[key]
 	if gone {
 		delete(w.pods, key)
 	} else {
-		w.pods[key] = p
+		p = w.shared.hold(p)
+		w.pods[podKey{p.Namespace, p.Name}] = p
+	}
+	if had {
+		w.shared.release(old)
 	}
 	seen := func(q netpol.Pod, ok bool) bool { return ok && q.IP.IsValid() && !q.HostNetwork }
 	relevant := seen(old, had) || seen(p, !gone)
@@ -311,7 +323,7 @@ func (w *PolicyWatch) Generation() uint64 {
 func (w *PolicyWatch) Known(namespace, name string) (netpol.Pod, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p, ok := w.pods[namespace+"/"+name]
+	p, ok := w.pods[podKey{namespace, name}]
 	return p, ok
 }
 
@@ -327,7 +339,7 @@ func (w *PolicyWatch) Policies() int {
 // what the API server says of it now, within ctx.
 func (w *PolicyWatch) Pod(ctx context.Context, namespace, name string) (netpol.Pod, error) {
 	w.mu.Lock()
-	p, ok := w.pods[namespace+"/"+name]
+	p, ok := w.pods[podKey{namespace, name}]
 	w.mu.Unlock()
 	if ok {
 		return p, nil

@@ -3,8 +3,11 @@ package kube
 import (
 	"context"
 	"net/netip"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -114,25 +117,76 @@ func waitFor(t *testing.T, changed chan struct{}, cond func() bool) {
 func TestAPodWithoutAnAddressStartsNoNewGeneration(t *testing.T) {
 	w := NewPolicyWatch(PolicySources{})
 	gen := w.Generation()
-	w.putPod("x/new", netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "web"}}, false)
+	w.putPod(podKey{"x", "new"}, netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "web"}}, false)
 	if w.Generation() != gen {
 		t.Error("a pod with no address yet (no peer of anything) started a new generation: every ADD would recompile the cluster")
 	}
 	if _, ok := w.Known("x", "new"); !ok {
 		t.Error("the pod is not known for its own ADD")
 	}
-	w.putPod("x/new", netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "web"}, IP: netip.MustParseAddr("10.0.0.9")}, false)
+	w.putPod(podKey{"x", "new"}, netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "web"}, IP: netip.MustParseAddr("10.0.0.9")}, false)
 	if w.Generation() == gen {
 		t.Error("the pod's address, published, started no new generation: its peers would not see it")
 	}
 	gen = w.Generation()
-	w.putPod("x/new", netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "db"}, IP: netip.MustParseAddr("10.0.0.9")}, false)
+	w.putPod(podKey{"x", "new"}, netpol.Pod{Namespace: "x", Name: "new", Labels: map[string]string{"app": "db"}, IP: netip.MustParseAddr("10.0.0.9")}, false)
 	if w.Generation() == gen {
 		t.Error("a relabelled pod started no new generation")
 	}
 	gen = w.Generation()
-	w.putPod("x/new", netpol.Pod{}, true)
+	w.putPod(podKey{"x", "new"}, netpol.Pod{}, true)
 	if w.Generation() == gen {
 		t.Error("a deleted pod with an address started no new generation")
 	}
+}
+
+// Pods of one Deployment carry equal labels and named ports, and every
+// pod of a namespace its name: the watch keeps each once, shared, and
+// lets go of what no pod holds any more.
+func TestPodsShareEqualLabelsPortsAndNamespacesAndWhatNoPodHoldsIsLetGo(t *testing.T) {
+	w := NewPolicyWatch(PolicySources{})
+	mk := func(name, app string) netpol.Pod {
+		// Separate maps, slices and strings, as each decoded pod has.
+		return netpol.Pod{Namespace: strings.Clone("shop"), Name: name, Labels: map[string]string{"app": app, "tier": "web"},
+			IP: netip.MustParseAddr("10.0.0.9"), Ports: []netpol.ContainerPort{{Name: "http", Protocol: netpol.TCP, Port: 80}}}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		w.putPod(podKey{"shop", name}, mk(name, "web"), false)
+	}
+	w.putPod(podKey{"shop", "d"}, mk("d", "db"), false)
+	a, _ := w.Known("shop", "a")
+	b, _ := w.Known("shop", "b")
+	d, _ := w.Known("shop", "d")
+	if !sameMap(a.Labels, b.Labels) || sameMap(a.Labels, d.Labels) {
+		t.Error("pods with equal labels keep a map each, or pods with different labels share one")
+	}
+	if &a.Ports[0] != &b.Ports[0] || &a.Ports[0] != &d.Ports[0] {
+		t.Error("pods with equal named ports keep a copy each")
+	}
+	if unsafe.StringData(a.Namespace) != unsafe.StringData(d.Namespace) {
+		t.Error("pods of one namespace keep its name each")
+	}
+	if got := len(w.shared.labels); got != 2 {
+		t.Errorf("%d label sets kept, want 2", got)
+	}
+
+	// Relabelled, deleted: the web set is let go with its last pod.
+	w.putPod(podKey{"shop", "a"}, mk("a", "db"), false)
+	w.putPod(podKey{"shop", "b"}, netpol.Pod{}, true)
+	w.putPod(podKey{"shop", "c"}, netpol.Pod{}, true)
+	if a, _ := w.Known("shop", "a"); a.Labels["app"] != "db" || !sameMap(a.Labels, d.Labels) {
+		t.Errorf("relabelled pod a = %+v; want the db set, shared with d", a)
+	}
+	if got := len(w.shared.labels); got != 1 {
+		t.Errorf("%d label sets kept with only db pods left, want 1", got)
+	}
+	w.putPod(podKey{"shop", "a"}, netpol.Pod{}, true)
+	w.putPod(podKey{"shop", "d"}, netpol.Pod{}, true)
+	if n := len(w.shared.labels) + len(w.shared.ports) + len(w.shared.namespaces); n != 0 {
+		t.Errorf("%d shared values kept with no pod left, want none", n)
+	}
+}
+
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

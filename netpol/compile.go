@@ -3,6 +3,7 @@ package netpol
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -18,27 +19,58 @@ import (
 // policies. Local pods without an address, and host-network ones, are
 // left out: nothing routes to them through the pod network.
 func Compile(c *Cluster, local []Local, mode Mode) Ruleset {
-	return compile(index(c), local, mode)
+	ix := index(c)
+	return compile(local, mode, ix.rulesOf)
 }
 
 // Compiler compiles as Compile does, keeping each rule's peers from one
 // call to the next while the cluster's Generation stays the same: a new
 // pod on the node (an ADD) then costs its own policies' rules, not every
-// selector's walk over the cluster's pods.
+// selector's walk over the cluster's pods. It keeps each local pod's
+// verdicts too, handed again while the pod's namespace, labels and named
+// ports are unchanged: an ADD compiles its own pod, not the node's
+// hundred. The verdicts it hands out are shared from one call to the
+// next and must not be changed.
 type Compiler struct {
-	gen uint64
-	ix  *indexed
+	gen  uint64
+	mode Mode
+	ix   *indexed
+	kept map[podName]keptRules
+}
+
+type podName struct{ namespace, name string }
+
+// keptRules are one local pod's verdicts and what they were compiled
+// from.
+type keptRules struct {
+	labels map[string]string
+	ports  []ContainerPort
+	rules  PodRules
 }
 
 // Compile is Compile, with the cache.
 func (cc *Compiler) Compile(c *Cluster, local []Local, mode Mode) Ruleset {
-	if cc.ix == nil || c.Generation == 0 || c.Generation != cc.gen {
-		cc.ix, cc.gen = index(c), c.Generation
+	if cc.ix == nil || c.Generation == 0 || c.Generation != cc.gen || mode != cc.mode {
+		cc.ix, cc.gen, cc.mode, cc.kept = index(c), c.Generation, mode, nil
 	}
-	return compile(cc.ix, local, mode)
+	kept := make(map[podName]keptRules, len(local))
+	rs := compile(local, mode, func(p Pod) PodRules {
+		k := podName{p.Namespace, p.Name}
+		if r, ok := cc.kept[k]; ok && maps.Equal(r.labels, p.Labels) && slices.Equal(r.ports, p.Ports) {
+			kept[k] = r
+			return r.rules
+		}
+		r := keptRules{labels: p.Labels, ports: p.Ports, rules: cc.ix.rulesOf(p)}
+		kept[k] = r
+		return r.rules
+	})
+	cc.kept = kept
+	return rs
 }
 
-func compile(ix *indexed, local []Local, mode Mode) Ruleset {
+// compile gathers the verdicts of the local pods, rulesOf giving those of
+// a pod whose labels are known.
+func compile(local []Local, mode Mode, rulesOf func(Pod) PodRules) Ruleset {
 	var rs Ruleset
 	for _, l := range local {
 		p := l.Pod
@@ -52,7 +84,7 @@ func compile(ix *indexed, local []Local, mode Mode) Ruleset {
 			}
 			continue
 		}
-		r := ix.rulesOf(p)
+		r := rulesOf(p)
 		if r.Ingress == nil && r.Egress == nil {
 			continue
 		}
@@ -67,8 +99,13 @@ func compile(ix *indexed, local []Local, mode Mode) Ruleset {
 // namespace, selectors parsed once.
 type indexed struct {
 	namespaces map[string]labels.Set
-	pods       map[string][]Pod // by namespace
-	policies   map[string][]*policy
+	// pods are the cluster's, shared with it, and byNS the indexes of
+	// those that can be peers (an address, not host network) by
+	// namespace: a copy of every pod was the largest thing the compiler
+	// kept between calls.
+	pods     []Pod
+	byNS     map[string][]int32
+	policies map[string][]*policy
 	// Per rule, computed once however many pods the policy selects:
 	// the peers, and for egress the whole result (its named ports are
 	// the peers', not the target's).
@@ -99,7 +136,8 @@ type policy struct {
 func index(c *Cluster) *indexed {
 	ix := &indexed{
 		namespaces: make(map[string]labels.Set, len(c.Namespaces)),
-		pods:       map[string][]Pod{},
+		pods:       c.Pods,
+		byNS:       map[string][]int32{},
 		policies:   map[string][]*policy{},
 		peers:      map[ruleRef]peerSet{},
 		egress:     map[ruleRef][]Allow{},
@@ -107,9 +145,9 @@ func index(c *Cluster) *indexed {
 	for name, l := range c.Namespaces {
 		ix.namespaces[name] = labels.Set(l)
 	}
-	for _, p := range c.Pods {
-		if p.IP.IsValid() && !p.HostNetwork {
-			ix.pods[p.Namespace] = append(ix.pods[p.Namespace], p)
+	for i, p := range c.Pods {
+		if peerCandidate(p) {
+			ix.byNS[p.Namespace] = append(ix.byNS[p.Namespace], int32(i))
 		}
 	}
 	for _, np := range c.Policies {
@@ -128,6 +166,10 @@ func index(c *Cluster) *indexed {
 	}
 	return ix
 }
+
+// peerCandidate says whether a pod can be a peer: it has an address of
+// its own.
+func peerCandidate(p Pod) bool { return p.IP.IsValid() && !p.HostNetwork }
 
 // policyTypes are the directions a policy isolates: those it lists, or
 // when it lists none, Ingress and, with egress rules, Egress.
@@ -171,10 +213,10 @@ func (ix *indexed) rulesOf(p Pod) PodRules {
 			}
 			r.Egress.Policies = append(r.Egress.Policies, pol.key)
 			for i, rule := range pol.spec.Egress {
-				where := fmt.Sprintf("%s egress[%d]", pol.key, i)
 				ref := ruleRef{policy: pol.key, egress: true, index: i}
 				allows, ok := ix.egress[ref]
 				if !ok {
+					where := fmt.Sprintf("%s egress[%d]", pol.key, i)
 					allows = ix.allows(ref, where, pol.ns, rule.To, rule.Ports, nil)
 					ix.egress[ref] = allows
 				}
@@ -257,9 +299,7 @@ func (ix *indexed) peerSetOf(ns string, peers []networkingv1.NetworkPolicyPeer) 
 			addBlock(&b, peer.IPBlock)
 			continue
 		}
-		for _, pp := range ix.selectPeers(ns, peer) {
-			b.Add(pp.IP)
-		}
+		ix.selectPeers(ns, peer, func(p *Pod) { b.Add(p.IP) })
 	}
 	set, _ := b.IPSet() // errors only for invalid prefixes, which addBlock skips
 	return peerSet{set: set, prefixes: set.Prefixes()}
@@ -270,16 +310,15 @@ func (ix *indexed) peerSetOf(ns string, peers []networkingv1.NetworkPolicyPeer) 
 // that has a container port of that name and protocol.
 func (ix *indexed) namedEgress(base Allow, peerSet *netipx.IPSet, named []networkingv1.NetworkPolicyPort) []Allow {
 	byPort := map[Port][]netip.Addr{}
-	for _, pods := range ix.pods {
-		for _, p := range pods {
-			if !base.AnyPeer && !peerSet.Contains(p.IP) {
-				continue
-			}
-			for _, pp := range named {
-				if cp, ok := namedPort(p, pp.Port.StrVal, protocolOf(pp.Protocol)); ok {
-					k := Port{Protocol: cp.Protocol, First: cp.Port, Last: cp.Port}
-					byPort[k] = append(byPort[k], p.IP)
-				}
+	for i := range ix.pods {
+		p := &ix.pods[i]
+		if !peerCandidate(*p) || !base.AnyPeer && !peerSet.Contains(p.IP) {
+			continue
+		}
+		for _, pp := range named {
+			if cp, ok := namedPort(*p, pp.Port.StrVal, protocolOf(pp.Protocol)); ok {
+				k := Port{Protocol: cp.Protocol, First: cp.Port, Last: cp.Port}
+				byPort[k] = append(byPort[k], p.IP)
 			}
 		}
 	}
@@ -300,13 +339,14 @@ func (ix *indexed) namedEgress(base Allow, peerSet *netipx.IPSet, named []networ
 	return out
 }
 
-// selectPeers are the pods one podSelector/namespaceSelector peer names.
-func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer) []Pod {
+// selectPeers calls f with each pod one podSelector/namespaceSelector
+// peer names.
+func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer, f func(*Pod)) {
 	podSel := labels.Everything()
 	if peer.PodSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
 		if err != nil {
-			return nil
+			return
 		}
 		podSel = s
 	}
@@ -316,7 +356,7 @@ func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyP
 	} else {
 		nsSel, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
 		if err != nil {
-			return nil
+			return
 		}
 		for name, l := range ix.namespaces {
 			if nsSel.Matches(l) {
@@ -324,15 +364,13 @@ func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyP
 			}
 		}
 	}
-	var out []Pod
 	for _, ns := range namespaces {
-		for _, p := range ix.pods[ns] {
-			if podSel.Matches(labels.Set(p.Labels)) {
-				out = append(out, p)
+		for _, i := range ix.byNS[ns] {
+			if p := &ix.pods[i]; podSel.Matches(labels.Set(p.Labels)) {
+				f(p)
 			}
 		}
 	}
-	return out
 }
 
 // addBlock adds an ipBlock's CIDR less its excepts. IPv6 blocks are

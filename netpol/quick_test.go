@@ -323,3 +323,36 @@ func describe(c *Cluster) string {
 	}
 	return s
 }
+
+// A Compiler hands a local pod the verdicts it compiled last while the
+// cluster is unchanged, and only while the pod's labels and named ports
+// are: over random clusters and local pods relabelled, re-ported and
+// renamed between calls of one generation, it agrees with Compile.
+func TestACompilerAgreesWithCompileAsLocalPodsChangeWithinAGeneration(t *testing.T) {
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		c := randomCluster(r)
+		c.Generation = 1
+		var cc Compiler
+		local := make([]Local, 0, len(c.Pods))
+		for _, p := range c.Pods {
+			local = append(local, Local{Pod: p})
+		}
+		for step := range 6 {
+			for i := range local {
+				switch r.IntN(4) {
+				case 0:
+					local[i].Pod.Labels = randomLabels(r)
+				case 1:
+					local[i].Pod.Ports = append([]ContainerPort(nil), c.Pods[r.IntN(len(c.Pods))].Ports...)
+				case 2:
+					local[i].Pod.Namespace = fmt.Sprintf("ns%d", r.IntN(3))
+				}
+			}
+			got, want := cc.Compile(c, local, Standard), Compile(c, local, Standard)
+			if d := diff(want, got); d != "" {
+				t.Fatalf("seed %d, step %d: the Compiler and Compile disagree (-Compile +Compiler):\n%s\npolicies:\n%s", seed, step, d, describe(c))
+			}
+		}
+	}
+}

@@ -81,6 +81,8 @@ type ContainerPort struct {
 }
 
 // Cluster is what the API server says, as the node's watches last saw it.
+// Nothing in it may change once it is compiled: a Compiler keeps
+// references to its pods, policies and label maps, not copies.
 type Cluster struct {
 	Policies []*networkingv1.NetworkPolicy
 	// Namespaces maps each namespace's name to its labels. A namespace

@@ -12,7 +12,10 @@
 //   - Persist before reply. A reply that hands out or takes back an address
 //     is in Ready only once the checkpoint version it depends on has been
 //     acknowledged with Persisted, so a crash at any instant loses no
-//     assignment and never hands one address to two pods.
+//     assignment and never hands one address to two pods. An Add's
+//     address is announced earlier, in Assigned, for work that may run
+//     beside the write (the pod's NetworkPolicy rules); nothing may tell
+//     the pod its address before the Reply.
 //   - One write at a time. Ready carries at most one Persist while the last
 //     is unacknowledged; changes made meanwhile ride the next one, so many
 //     Adds share one fsync (group commit).

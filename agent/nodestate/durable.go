@@ -56,6 +56,16 @@ func (x *durability) after(r Reply, done func(r *Reply, ok bool)) {
 	n.dur.pending = append(n.dur.pending, pendingReply{version: n.dur.version, reply: r, done: done})
 }
 
+// assigned queues an Add's reply r as after does and, while r waits for
+// the disk, announces it in Ready.Assigned.
+func (x *durability) assigned(r Reply, done func(r *Reply, ok bool)) {
+	n := x.n
+	if n.dur.version != n.dur.written {
+		n.out.Assigned = append(n.out.Assigned, r)
+	}
+	n.dur.after(r, done)
+}
+
 // persist starts a write when the pool has changed and none is under way.
 func (x *durability) persist(now time.Time) {
 	n := x.n

@@ -81,7 +81,7 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 			delete(n.host.unrouted, key)
 			n.dur.changed()
 		}
-		n.dur.after(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
+		n.dur.assigned(Reply{ID: ev.ID, Assignment: as, ENI: eni, Existing: true}, func(_ *Reply, ok bool) {
 			if ok {
 				n.answeredNow(key, n.last)
 			}
@@ -130,7 +130,7 @@ func (x *requests) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Tim
 	})
 	n.dur.changed()
 	eni, _ := n.pool.ENI(as.ENIID)
-	n.dur.after(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
+	n.dur.assigned(Reply{ID: id, Assignment: as, ENI: eni}, func(r *Reply, ok bool) {
 		if ok {
 			n.answeredNow(key, n.last)
 			n.log.Info("assigned", "key", key.String(), "pod", pod.String(), "addr", as.Addr.String(), "eni", as.ENIID)

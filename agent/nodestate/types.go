@@ -373,7 +373,16 @@ type Ready struct {
 	Persist *Persist
 	Jobs    []Job
 	Replies []Reply
-	Notices []Notice
+	// Assigned are Adds given an address whose Reply waits for the
+	// checkpoint that records it, announced so the shell can prepare
+	// what the pod needs besides its address (its NetworkPolicy rules)
+	// while that is written: the Add then waits for the longer of the
+	// two, not both. An Assigned is no answer: the address is the pod's
+	// once its Reply says so, and a failed write takes it back (the
+	// Reply then carries the error). Each Add is announced at most once,
+	// in the same Ready as or an earlier one than its Reply.
+	Assigned []Reply
+	Notices  []Notice
 	// Wake is when the machine wants a Tick; zero means no timer.
 	Wake time.Time
 }

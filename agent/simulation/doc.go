@@ -44,7 +44,9 @@
 //     same reply routing (Submit), without the wait;
 //   - the plugin socket and what its Add and Del do around the request
 //     (hostPorts, NetworkPolicy): a gRPC server on goroutines; the
-//     schedule makes the plugin's requests as the socket hands them on;
+//     schedule makes the plugin's requests as the socket hands them on,
+//     and an Add's address announced before its reply (which starts its
+//     rule write beside the checkpoint's) reaches no one;
 //   - the Kubernetes bridge, the IAM preflight, the budget client's
 //     pressure watch and the HTTP views: loops on goroutines that wait on
 //     the clock or the network; the schedule hands the state machine the

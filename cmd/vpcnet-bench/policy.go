@@ -144,21 +144,24 @@ type policyRun struct {
 
 // waitPolicySynced waits until the enforcing agent has listed and its
 // rules reflect the cluster as filled: every policy known, nothing
-// pending, written after the fill ended, twice in a row half a second
-// apart (events of the fill's last requests may still be on their way).
+// pending, and the same last write at three looks half a second apart
+// (events of the fill's last requests may still be on their way, and
+// each would start a write). The last write may come before the fill's
+// last request has returned: the watch can deliver its event first.
 func waitPolicySynced(ctx context.Context, nd *node, policies int, since time.Time) (time.Duration, error) {
 	filled := time.Now()
 	deadline := filled.Add(3 * time.Minute)
 	quiet := 0
-	var st introspect.PolicyStatus
+	var st, prev introspect.PolicyStatus
 	for quiet < 2 {
 		var err error
 		st, err = policyStatus(ctx, nd, "")
-		if err == nil && st.Enabled && st.Synced && st.Policies == policies && st.PendingSince == nil && st.Applied.After(filled) {
+		if err == nil && st.Enabled && st.Synced && st.Policies == policies && st.PendingSince == nil && st.Applied.After(since) && st.Applied.Equal(prev.Applied) {
 			quiet++
 		} else {
 			quiet = 0
 		}
+		prev = st
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("the enforcing agent's rules do not reflect the %d policies 3 minutes after they were made: %+v (%v)", policies, st, err)
 		}
