@@ -24,14 +24,15 @@ const (
 	defaultTimeout = 30 * time.Second
 	// kernelTimeout bounds the plugin's own work on the node's kernel
 	// (the veth, addresses, routes and rules of a pod). It is not the
-	// agent's timeout: on a node making a hundred sandboxes at once the
-	// kernel serialises every change of its links under one lock, and a
-	// pod's wiring can wait more than 30 s for its turn. Failing then
-	// throws the wiring away and makes the kubelet retry the sandbox
-	// after its backoff, which the Amazon VPC CNI's plugin, with no such
-	// bound, never does (make bench-awsnode saw 20 such failures in 100
-	// pods). The kubelet gives a sandbox 4 minutes (twice its runtime
-	// request timeout) and the runtime stops the plugin when that ends.
+	// agent's timeout: on a node making a hundred sandboxes at once on
+	// two busy cores, a pod's wiring took more than 30 s (make
+	// bench-awsnode: 20 of 100 pods failed with "wire pod: context
+	// deadline exceeded"). Failing then throws the wiring away and makes
+	// the kubelet retry the sandbox after its backoff; the Amazon VPC
+	// CNI's plugin, with no such bound, just finishes. The kubelet gives
+	// a sandbox's creation its runtime request timeout (2 minutes by
+	// default, doubled for sandboxes), and the runtime ends the plugin
+	// with it.
 	kernelTimeout = 4 * time.Minute
 	// maxStdin bounds the network configuration. A real one, prevResult
 	// included, is a few kilobytes; GC's list of valid attachments on a
