@@ -29,7 +29,8 @@ type preswitchReport struct {
 	Image     string `json:"image,omitempty"`
 	Nodes     int    `json:"nodes"` // nodes running an aws-node pod
 	// Settings are aws-node's container's literal env, NAME=value: the
-	// lines to put in vpcnet's container.
+	// lines to put in vpcnet's container. Credentials are checked but
+	// not shown (secretShown).
 	Settings []string `json:"settings"`
 	// Refused are the settings vpcnetd would stop at, each with what to
 	// do instead, from vpcnetd's own settings parser.
@@ -81,7 +82,15 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 			return r, err
 		}
 		for _, p := range cerr.Problems {
+			if isSecret(p.Name) {
+				p.Value = secretShown
+			}
 			r.Refused = append(r.Refused, p.String())
+		}
+	}
+	for i, kv := range r.Settings {
+		if name, _, _ := strings.Cut(kv, "="); isSecret(name) {
+			r.Settings[i] = name + "=" + secretShown
 		}
 	}
 	if !slices.ContainsFunc(r.Settings, func(kv string) bool { return strings.HasPrefix(kv, "ENI_CONFIG_LABEL_DEF=") }) &&
@@ -113,6 +122,15 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 	}
 	slices.Sort(r.HostPortPods)
 	return r, nil
+}
+
+// secretShown stands for a credential's value in what the check prints:
+// a terminal or a ticket is no place for it.
+const secretShown = "(set; not shown)"
+
+// isSecret says whether an env name holds a credential.
+func isSecret(name string) bool {
+	return slices.ContainsFunc([]string{"SECRET", "TOKEN", "PASSWORD", "ACCESS_KEY", "CREDENTIAL"}, func(w string) bool { return strings.Contains(name, w) })
 }
 
 // print writes the report as a table (the default) or JSON.

@@ -32,6 +32,7 @@ var awsNodeEnv = []corev1.EnvVar{
 	{Name: "ENABLE_SUBNET_DISCOVERY", Value: "true"}, {Name: "NETWORK_POLICY_ENFORCING_MODE", Value: "standard"},
 	{Name: "VPC_CNI_VERSION", Value: "v1.23.2"}, {Name: "WARM_ENI_TARGET", Value: "1"},
 	{Name: "WARM_PREFIX_TARGET", Value: "1"},
+	{Name: "AWS_SECRET_ACCESS_KEY", Value: "wJalrXUtnFEMI"},
 	{Name: "MY_NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 }
 
@@ -74,10 +75,13 @@ func TestPreswitchOnAWSNodesOwnManifestIsReadyAndNamesTheHostPortPod(t *testing.
 	if err := r.print(&out, "table"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"  WARM_ENI_TARGET=1\n", "vpcnetd starts with these settings", "shop/ingress-0 on node-a", "ready to switch"} {
+	for _, want := range []string{"  WARM_ENI_TARGET=1\n", "  AWS_SECRET_ACCESS_KEY=(set; not shown)\n", "vpcnetd starts with these settings", "shop/ingress-0 on node-a", "ready to switch"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "wJalrXUtnFEMI") {
+		t.Errorf("output shows a credential:\n%s", out.String())
 	}
 }
 
