@@ -64,14 +64,19 @@ func (a *Agent) Step(ctx context.Context, ev nodestate.Event) {
 	a.settle(ctx)
 }
 
-// settle hands Ready's effects to whoever carries them out: the jobs and
+// settle publishes what readers that must not wait for the owner see,
+// then hands Ready's effects to whoever carries them out: the jobs and
 // the write to the Effects, the announced addresses and the replies to
 // the requests that wait (the machine releases a reply only once what it
-// promises is on disk), the notices to the Kubernetes layer. It then
-// publishes what readers that must not wait for the owner see, and notes
-// when the machine wants a Tick.
+// promises is on disk), the notices to the Kubernetes layer; and it
+// notes when the machine wants a Tick.
 func (a *Agent) settle(ctx context.Context) {
 	rd := a.node.Ready()
+	// Published before the jobs go out: a job asks the EC2 budget at once
+	// whether pods wait for it, and reads that here. Published after, the
+	// first fill of an empty pool was asked as warm-pool work and waited
+	// ten seconds behind a budget controller's reserve.
+	a.publish(ctx)
 	for _, j := range rd.Jobs {
 		a.fx.Go(ctx, a.job(j))
 	}
@@ -98,7 +103,6 @@ func (a *Agent) settle(ctx context.Context) {
 	if rd.Persist != nil {
 		a.fx.Go(ctx, a.write(*rd.Persist))
 	}
-	a.publish(ctx)
 	a.wake = rd.Wake
 }
 

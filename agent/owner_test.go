@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/checkpoint/disk"
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // heldWork are Effects that run nothing on their own: the test is the
@@ -105,4 +107,54 @@ func TestAnOwnerOnOneThreadHearsItsAddAnsweredOnlyOnceTheWriteHasRun(t *testing.
 		}
 	}
 	t.Fatalf("the Add was answered %s, but the checkpoint on disk holds %+v", r.Assignment.Addr, st.Entries)
+}
+
+// urgencyAtHandOut records, as each job is handed out, whether the
+// summary the EC2 budget reads already says pods wait for it.
+type urgencyAtHandOut struct {
+	heldWork
+	a    *Agent
+	seen map[uint64]bool
+}
+
+func (u *urgencyAtHandOut) Go(ctx context.Context, w Work) {
+	if w.Job != nil {
+		h := u.a.summary.Load()
+		u.seen[w.Job.ID] = h != nil && slices.Contains(h.view.Urgent, w.Job.ID)
+	}
+	u.heldWork.Go(ctx, w)
+}
+
+// A job asks the budget at once whether pods wait for it: the summary it
+// reads must be the one that handed it out. The first fill of an empty
+// pool is urgent (the node is not Ready without it); it used to go out
+// before the summary that said so, was asked as warm-pool work, and
+// waited ten seconds behind a budget controller that had just begun its
+// term (make bench-awsnode: agent start to Node Ready 11 s, aws-node 2 s).
+func TestAJobIsHandedOutWithTheUrgencyTheBudgetWillRead(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", nil)
+	o := n.options(t)
+	fx := &urgencyAtHandOut{seen: map[uint64]bool{}}
+	o.Effects = fx
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.a = a
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var fill *nodestate.Job
+	for _, wk := range fx.work {
+		if j := wk.Job; j != nil && j.Kind == nodestate.JobAction && j.Action.Kind == ipam.AssignBlocks {
+			fill = j
+		}
+	}
+	if fill == nil {
+		t.Fatalf("start-up handed out no fill of the empty pool: %d pieces of work", len(fx.work))
+	}
+	if !fx.seen[fill.ID] {
+		t.Errorf("the first fill (job %d) went out while the published summary did not call it urgent", fill.ID)
+	}
 }
