@@ -187,23 +187,31 @@ func TestAnAddAfterARestartThatCooledEveryFreeAddressIsServedWithoutWaitingForTh
 	}
 }
 
+// releasingSurplus is a node an hour after boot with four free addresses
+// and a warm target of one: the jobs it hands out release three.
+func releasingSurplus(t *testing.T) (n *Node, eni ENIInfo, now time.Time, jobs []Job) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Limits.IPv4PerENI = 5
+	cfg.Plan.WarmENITarget, cfg.Plan.WarmIPTarget = 0, 1
+	eni = primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = t0.Add(time.Hour)
+	n.Step(now, Tick{})
+	jobs, _ = drain(t, n, now)
+	return n, eni, now, jobs
+}
+
 // Found by the simulation (prefixes-fragmented, seed 749 of 2000, I6): a
 // resync that read EC2 before a release finished still showed the block
 // being released; it was brought back into the pool, EC2 then took it,
 // and a pod was given an address no ENI had. A read older than the
 // release does not bring its blocks back.
 func TestAResyncOlderThanAReleaseDoesNotBringTheBlockBack(t *testing.T) {
-	cfg := testConfig()
-	cfg.Limits.IPv4PerENI = 5
-	cfg.Plan.WarmENITarget, cfg.Plan.WarmIPTarget = 0, 1
-	eni := primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
-	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := t0.Add(time.Hour)
-	n.Step(now, Tick{})
-	jobs, _ := drain(t, n, now)
+	n, eni, now, jobs := releasingSurplus(t)
 	rel, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.ReleaseBlocks })
 	if !ok {
 		t.Fatalf("jobs %+v: want a release of the surplus addresses", jobs)
@@ -222,17 +230,7 @@ func TestAResyncOlderThanAReleaseDoesNotBringTheBlockBack(t *testing.T) {
 // Before, they went back at once, and the next pod could be given an
 // address on no ENI (the simulation's I6, seed 5233).
 func TestAFailedReleaseKeepsItsAddressesOutUntilEC2IsReadAgain(t *testing.T) {
-	cfg := testConfig()
-	cfg.Limits.IPv4PerENI = 5
-	cfg.Plan.WarmENITarget, cfg.Plan.WarmIPTarget = 0, 1
-	eni := primaryENI("10.0.0.10/32", "10.0.0.11/32", "10.0.0.12/32", "10.0.0.13/32")
-	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{eni}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := t0.Add(time.Hour)
-	n.Step(now, Tick{})
-	jobs, _ := drain(t, n, now)
+	n, eni, now, jobs := releasingSurplus(t)
 	rel, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.ReleaseBlocks })
 	stale, ok2 := find(jobs, func(j Job) bool { return j.Kind == JobResync })
 	if !ok || !ok2 {
