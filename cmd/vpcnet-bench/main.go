@@ -219,6 +219,11 @@ func run(ctx context.Context, o options, todo []scenario) (err error) {
 		logOut = os.Stderr
 	}
 	b := &bench{opts: o, prefix: fmt.Sprintf("vpcbench-%04x-", rand.IntN(1<<16)), log: slog.New(slog.NewTextHandler(logOut, nil))}
+	unrecord, err := recordRun(runsDir, b.prefix)
+	if err != nil {
+		return err
+	}
+	defer unrecord()
 	if b.scratch, err = os.MkdirTemp("", "vpcnet-bench-"); err != nil {
 		return err
 	}
