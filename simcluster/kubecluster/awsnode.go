@@ -2,7 +2,6 @@ package kubecluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -159,24 +158,16 @@ const awsNodePolicyAgent = "aws-eks-nodeagent"
 // used"), where "standard" would make every ADD dial its socket and fail.
 // Nothing else changes (TestLocalAWSNodeManifestChangesOnlyImagesEnvAndThePolicyAgent).
 func LocalAWSNodeManifest(manifest []byte, env []string) ([]byte, error) {
-	objs, err := kubetest.Decode(manifest)
+	found := false
+	out, err := editObjects(manifest, func(o *unstructured.Unstructured) error {
+		if o.GetKind() != "DaemonSet" || o.GetName() != "aws-node" {
+			return nil
+		}
+		found = true
+		return localAWSNodeDaemonSet(o, env)
+	})
 	if err != nil {
 		return nil, err
-	}
-	var out []byte
-	found := false
-	for _, o := range objs {
-		if o.GetKind() == "DaemonSet" && o.GetName() == "aws-node" {
-			found = true
-			if err := localAWSNodeDaemonSet(o, env); err != nil {
-				return nil, err
-			}
-		}
-		b, err := json.Marshal(o.Object)
-		if err != nil {
-			return nil, err
-		}
-		out = append(append(out, b...), '\n')
 	}
 	if !found {
 		return nil, errors.New("aws-node's manifest has no DaemonSet named aws-node")

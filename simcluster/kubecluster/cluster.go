@@ -475,29 +475,19 @@ func (c *Cluster) InstallVpcnetOn(ctx context.Context, nodeSelector map[string]s
 // uses VpcnetImage, and the agent's container gets env (KEY=VALUE) added.
 // Nothing else changes.
 func LocalManifest(manifest []byte, env []string) ([]byte, error) {
-	objs, err := kubetest.Decode(manifest)
+	found := false
+	out, err := editObjects(manifest, func(o *unstructured.Unstructured) error {
+		switch {
+		case o.GetKind() == "DaemonSet" && o.GetName() == "vpcnet":
+			found = true
+			return localDaemonSet(o, env)
+		case o.GetKind() == "Deployment" && o.GetName() == "vpcnet-budget":
+			return localDaemonSet(o, nil)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	var out []byte
-	found := false
-	for _, o := range objs {
-		if o.GetKind() == "DaemonSet" && o.GetName() == "vpcnet" {
-			found = true
-			if err := localDaemonSet(o, env); err != nil {
-				return nil, err
-			}
-		}
-		if o.GetKind() == "Deployment" && o.GetName() == "vpcnet-budget" {
-			if err := localDaemonSet(o, nil); err != nil {
-				return nil, err
-			}
-		}
-		b, err := json.Marshal(o.Object)
-		if err != nil {
-			return nil, err
-		}
-		out = append(append(out, b...), '\n')
 	}
 	if !found {
 		return nil, errors.New("deploy/vpcnet.yaml has no DaemonSet named vpcnet")
@@ -543,24 +533,33 @@ func selectNodes(manifest []byte, name string, nodeSelector map[string]string) (
 	if len(nodeSelector) == 0 {
 		return manifest, nil
 	}
+	return editObjects(manifest, func(o *unstructured.Unstructured) error {
+		if o.GetKind() != "DaemonSet" || o.GetName() != name {
+			return nil
+		}
+		sel, _, err := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector")
+		if err != nil {
+			return err
+		}
+		if sel == nil {
+			sel = map[string]string{}
+		}
+		maps.Copy(sel, nodeSelector)
+		return unstructured.SetNestedStringMap(o.Object, sel, "spec", "template", "spec", "nodeSelector")
+	})
+}
+
+// editObjects decodes a manifest, lets edit change each object, and
+// writes them back one JSON object a line.
+func editObjects(manifest []byte, edit func(*unstructured.Unstructured) error) ([]byte, error) {
 	objs, err := kubetest.Decode(manifest)
 	if err != nil {
 		return nil, err
 	}
 	var out []byte
 	for _, o := range objs {
-		if o.GetKind() == "DaemonSet" && o.GetName() == name {
-			sel, _, err := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector")
-			if err != nil {
-				return nil, err
-			}
-			if sel == nil {
-				sel = map[string]string{}
-			}
-			maps.Copy(sel, nodeSelector)
-			if err := unstructured.SetNestedStringMap(o.Object, sel, "spec", "template", "spec", "nodeSelector"); err != nil {
-				return nil, err
-			}
+		if err := edit(o); err != nil {
+			return nil, err
 		}
 		b, err := json.Marshal(o.Object)
 		if err != nil {
