@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,14 +164,7 @@ func (b *bench) awsnode(ctx context.Context, res *Result) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	names := slices.Collect(func(yield func(string) bool) {
-		for _, n := range kc.NodeNames {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	if err := kc.WaitNodesReady(ctx, names...); err != nil {
+	if err := kc.WaitNodesReady(ctx, slices.Collect(maps.Values(kc.NodeNames))...); err != nil {
 		return err
 	}
 	if err := kc.WaitAddonsReady(ctx); err != nil {

@@ -107,7 +107,7 @@ func sideGoals(res *Result, runs []*sideRun, starts map[string]sideStart, use ma
 			row(label+": p50 to Ready (ms)", da.P50, dv.P50, fmtMS)
 			row(label+": p99 to Ready (ms)", da.P99, dv.P99, fmtMS)
 			row(label+": worst to Ready (ms)", da.Max, dv.Max, fmtMS)
-			row(label+": failed sandboxes", float64(a.failedSandboxes), float64(v.failedSandboxes), func(f float64) string { return fmt.Sprint(f) })
+			row(label+": failed sandboxes", float64(a.failedSandboxes), float64(v.failedSandboxes), fmtCount)
 			res.figure(fmt.Sprintf("side_%d_%s_p50_ratio", p.pods, phase), ratio(dv.P50, da.P50))
 		}
 		aid, vid := p.nodes[cniAWSNode], p.nodes[cniVpcnet]
@@ -118,10 +118,12 @@ func sideGoals(res *Result, runs []*sideRun, starts map[string]sideStart, use ma
 			}
 			return float64(n)
 		}
-		row(p.instanceType+": EC2 calls", sum(aid), sum(vid), func(f float64) string { return fmt.Sprint(f) })
+		row(p.instanceType+": EC2 calls", sum(aid), sum(vid), fmtCount)
 		row(p.instanceType+": agent RSS", use[aid].rss, use[vid].rss, fmtMiB)
-		row(p.instanceType+": agent start to Node Ready (s)", starts[aid].sinceAgent.Seconds(), starts[vid].sinceAgent.Seconds(), func(f float64) string { return fmtSec(f) })
-		row(p.instanceType+": DaemonSet applied to Node Ready (s)", starts[aid].sinceInstall.Seconds(), starts[vid].sinceInstall.Seconds(), func(f float64) string { return fmtSec(f) })
+		row(p.instanceType+": agent start to Node Ready (s)", starts[aid].sinceAgent.Seconds(), starts[vid].sinceAgent.Seconds(), fmtSec)
+		row(p.instanceType+": DaemonSet applied to Node Ready (s)", starts[aid].sinceInstall.Seconds(), starts[vid].sinceInstall.Seconds(), fmtSec)
 	}
 	res.Tables = append([]Table{t}, res.Tables...)
 }
+
+func fmtCount(v float64) string { return fmt.Sprint(v) }
