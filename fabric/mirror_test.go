@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/vishvananda/netlink"
 
@@ -56,7 +55,6 @@ func startMirror(t *testing.T, attachDelay time.Duration, hooks mirrorHooks) *mi
 	simtest.IsolateAWSEnv(t)
 	clock := sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	cloud := simtest.New(t, fmt.Sprintf(mirrorTopology, attachDelay), sim.Options{Now: clock.Now, AfterFunc: clock.AfterFunc})
-	url := simtest.Serve(t, cloud.EC2Handler())
 	b := make([]byte, 3)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -72,13 +70,7 @@ func startMirror(t *testing.T, attachDelay time.Duration, hooks mirrorHooks) *mi
 			t.Errorf("close fabric: %v", err)
 		}
 	})
-	e := &mirrorEnv{t: t, ctx: ctx, f: f, clock: clock, ec2: ec2.NewFromConfig(aws.Config{
-		Region:       "us-west-2",
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
-		BaseEndpoint: aws.String(url),
-		Retryer:      simtest.ConnectionRetryer,
-		HTTPClient:   simtest.HTTPClient(),
-	})}
+	e := &mirrorEnv{t: t, ctx: ctx, f: f, clock: clock, ec2: simtest.EC2Client(cloud.EC2Handler(), "AKIDSIM")}
 	nodePath, _ := f.NodeNS("i-node1")
 	e.node, e.router = e.handle(nodePath), e.handle(f.RouterNS())
 	return e

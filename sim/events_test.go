@@ -2,7 +2,6 @@ package sim_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 // next reads one event, failing if none comes soon. Delivery is
@@ -171,9 +171,7 @@ func TestRealClockCompletesAttachOnItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cloud.Close()
-	srv := httptest.NewServer(cloud.EC2Handler())
-	defer srv.Close()
-	client := newEC2Client(srv.URL)
+	client := simtest.EC2Client(cloud.EC2Handler(), "AKIDSIM")
 	ctx := context.Background()
 	events, cancel := cloud.Subscribe()
 	defer cancel()

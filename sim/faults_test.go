@@ -2,7 +2,6 @@ package sim_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 func describeSubnets(e *env) error {
@@ -97,9 +97,7 @@ func TestFaultLatencyWaitsBeforeAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cloud.Close()
-	srv := httptest.NewServer(cloud.EC2Handler())
-	defer srv.Close()
-	client := newEC2Client(srv.URL)
+	client := simtest.EC2Client(cloud.EC2Handler(), "AKIDSIM")
 	cloud.SetFault("AttachNetworkInterface", sim.Fault{Latency: 200 * time.Millisecond})
 	_, err = client.AttachNetworkInterface(context.Background(), &ec2.AttachNetworkInterfaceInput{
 		NetworkInterfaceId: aws.String("eni-0000000000000dead"), InstanceId: aws.String("i-node1"), DeviceIndex: aws.Int32(1),

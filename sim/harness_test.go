@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -48,13 +47,12 @@ type env struct {
 	cloud *sim.Cloud
 	clock *sim.ManualClock
 	ec2   *ec2.Client
-	url   string
 	ctx   context.Context
 }
 
 // newEnv starts a cloud from topology (edited by edit, if given) on a
-// manual clock, serves its EC2 API on loopback and returns an SDK client
-// with retries off, so every error reaches the test as EC2 sent it.
+// manual clock and returns an SDK client that it answers in process, with
+// retries off, so every error reaches the test as EC2 sent it.
 func newEnv(t *testing.T, topology string, edit func(*sim.Topology)) *env {
 	t.Helper()
 	topo, err := sim.ParseTopology([]byte(topology))
@@ -70,26 +68,13 @@ func newEnv(t *testing.T, topology string, edit func(*sim.Topology)) *env {
 		t.Fatalf("NewCloud: %v", err)
 	}
 	t.Cleanup(cloud.Close)
-	srv := httptest.NewServer(cloud.EC2Handler())
-	t.Cleanup(srv.Close)
 	return &env{
 		t:     t,
 		cloud: cloud,
 		clock: clock,
-		ec2:   newEC2Client(srv.URL),
-		url:   srv.URL,
+		ec2:   simtest.EC2Client(cloud.EC2Handler(), "AKIDSIM"),
 		ctx:   context.Background(),
 	}
-}
-
-func newEC2Client(url string) *ec2.Client {
-	return ec2.NewFromConfig(aws.Config{
-		Region:       "us-west-2",
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
-		BaseEndpoint: aws.String(url),
-		Retryer:      simtest.ConnectionRetryer,
-		HTTPClient:   simtest.HTTPClient(),
-	})
 }
 
 // imds serves instanceID's IMDS on loopback and returns the SDK client.

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
@@ -18,13 +17,7 @@ import (
 
 // clientAs is an EC2 client signing with key as its access key ID.
 func (e *env) clientAs(key string) *ec2.Client {
-	return ec2.NewFromConfig(aws.Config{
-		Region:       "us-west-2",
-		Credentials:  credentials.NewStaticCredentialsProvider(key, "secret", ""),
-		BaseEndpoint: aws.String(e.url),
-		Retryer:      simtest.ConnectionRetryer,
-		HTTPClient:   simtest.HTTPClient(),
-	})
+	return simtest.EC2Client(e.cloud.EC2Handler(), key)
 }
 
 const rolesTopology = baseTopology + `

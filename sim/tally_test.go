@@ -2,11 +2,9 @@ package sim_test
 
 import (
 	"maps"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/vpcnet/vpcnet/sim"
@@ -19,15 +17,8 @@ import (
 // instance's wherever it came from, and a refused call counts too.
 func TestCallsAreCountedForTheInstanceThatMadeThem(t *testing.T) {
 	e := newEnv(t, baseTopology, nil)
-	client := func(key string, srvURL string) *ec2.Client {
-		return ec2.NewFromConfig(aws.Config{
-			Region: "us-west-2", Credentials: credentials.NewStaticCredentialsProvider(key, "secret", ""),
-			BaseEndpoint: aws.String(srvURL), Retryer: simtest.ConnectionRetryer, HTTPClient: simtest.HTTPClient(),
-		})
-	}
-	node1 := httptest.NewServer(e.cloud.EC2HandlerFor("i-node1"))
-	t.Cleanup(node1.Close)
-	shared := client("local-cloud", node1.URL)
+	node1 := e.cloud.EC2HandlerFor("i-node1")
+	shared := simtest.EC2Client(node1, "local-cloud")
 	for range 2 {
 		if _, err := shared.DescribeNetworkInterfaces(e.ctx, &ec2.DescribeNetworkInterfacesInput{}); err != nil {
 			t.Fatal(err)
@@ -40,7 +31,7 @@ func TestCallsAreCountedForTheInstanceThatMadeThem(t *testing.T) {
 		t.Fatal("a DryRun succeeded")
 	}
 	// Signed as i-node2, through node1's endpoint.
-	if _, err := client("i-node2", node1.URL).DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{}); err != nil {
+	if _, err := simtest.EC2Client(node1, "i-node2").DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{}); err != nil {
 		t.Fatal(err)
 	}
 	// Through the shared endpoint with credentials naming nobody.

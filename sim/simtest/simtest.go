@@ -9,12 +9,10 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/vpcnet/vpcnet/sim"
 )
@@ -58,30 +56,32 @@ func IsolateAWSEnv(t testing.TB) {
 	}
 }
 
-// ConnectionRetryer retries a call only when its connection failed under
-// it, at once and at most twice, so a test sees every answer EC2 sent as
-// EC2 sent it. net/http can close a kept-alive connection just as the SDK
-// reads an answer from it ("use of closed network connection",
-// aws-sdk-go-v2 #2737); production's standard retryer retries that too,
-// while aws.NopRetryer turned it into a test failure on a loaded machine.
-func ConnectionRetryer() aws.Retryer {
-	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = 3
-		o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
-		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-		o.RateLimiter = ratelimit.None
+// EC2Client is an SDK client signing with access key ID key whose calls
+// h (c.EC2Handler() or c.EC2HandlerFor(id)) answers in process. No
+// connection lies between them, so none can fail under a call after the
+// emulator acted on it and no retry can send a call twice: a test sees
+// each call made once and each answer as EC2 sent it. Over loopback TCP,
+// a connection failing just as the answer arrived under a loaded CI
+// machine made the retryer send AssignPrivateIpAddresses again, and
+// TestPrefixesAreAlignedAndFailWhenFragmented saw 40+39 addresses on
+// one ENI, with kept-alive connections and then with one per call.
+func EC2Client(h http.Handler, key string) *ec2.Client {
+	return ec2.NewFromConfig(aws.Config{
+		Region:       "us-west-2",
+		Credentials:  credentials.NewStaticCredentialsProvider(key, "secret", ""),
+		BaseEndpoint: aws.String("http://ec2.sim.invalid"),
+		Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
+		HTTPClient:   inProcess{h},
 	})
 }
 
-// HTTPClient opens a new connection for every call. A kept-alive
-// connection can fail just as the answer arrives, after the emulator has
-// acted on the call; ConnectionRetryer then sends it again, and a call
-// that is not idempotent (AssignPrivateIpAddresses) fails as a double
-// (TestPrefixesAreAlignedAndFailWhenFragmented saw 40+39 addresses on one
-// ENI in CI). Loopback connections are cheap; a test's answer is worth
-// more.
-func HTTPClient() *awshttp.BuildableClient {
-	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-		t.DisableKeepAlives = true
-	})
+// inProcess hands each request to a handler and returns its answer.
+type inProcess struct{ h http.Handler }
+
+func (c inProcess) Do(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	c.h.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
 }
