@@ -77,11 +77,14 @@ func (a *Agent) noteScheduled(ctx context.Context, last []ipam.Pod) []ipam.Pod {
 }
 
 // kubeChanged is the Kubernetes layer's callback; it must not block.
+// The policy keeper hears it too: a pod just bound to this node gets its
+// rules before its Add.
 func (a *Agent) kubeChanged() {
 	select {
 	case a.kubeKick <- struct{}{}:
 	default:
 	}
+	a.policy.changed()
 }
 
 // evalENIConfig decides whether the node's ENIConfig is usable now.

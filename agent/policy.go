@@ -97,6 +97,10 @@ type policyKeeper struct {
 
 	// Owned by run.
 	locals map[ipam.Key]localPod
+	// scheduled lists the pods the API server has bound to this node
+	// (Kube.ScheduledPods), set by run: their rules are written before
+	// their Adds.
+	scheduled func() []ipam.Pod
 	// met is set once by register, before run.
 	met *policyMetrics
 	// compiler keeps rules' peers while the cluster is unchanged, and
@@ -157,7 +161,10 @@ func (k *policyKeeper) changed() {
 // run watches the API server and keeps the rules until ctx ends. held
 // lists the addresses the pool holds; it is asked at start, so the
 // first write covers the pods of the last run, and every policySweep.
-func (k *policyKeeper) run(ctx context.Context, wg *sync.WaitGroup, held func(context.Context) (map[ipam.Key]localPod, error)) {
+// scheduled lists the pods bound to this node, whose chains are written
+// before their Adds so that an Add writes only its map entries.
+func (k *policyKeeper) run(ctx context.Context, wg *sync.WaitGroup, held func(context.Context) (map[ipam.Key]localPod, error), scheduled func() []ipam.Pod) {
+	k.scheduled = scheduled
 	if !k.on() {
 		if k.o.Count != nil {
 			wg.Add(1)
@@ -332,7 +339,9 @@ func (k *policyKeeper) write(ctx context.Context) error {
 	}
 	local := make([]netpol.Local, 0, len(k.locals))
 	pods := make(map[string]introspect.PolicyPod, len(k.locals))
+	addressed := make(map[ipam.Pod]bool, len(k.locals))
 	for _, lp := range k.locals {
+		addressed[lp.pod] = true
 		p, ok := k.o.Source.Known(lp.pod.Namespace, lp.pod.Name)
 		if !ok && lp.atAdd != nil {
 			p, ok = *lp.atAdd, true
@@ -346,6 +355,19 @@ func (k *policyKeeper) write(ctx context.Context) error {
 		p.HostNetwork = false
 		local = append(local, netpol.Local{Pod: p, Unknown: !ok})
 		pods[p.Key()] = introspect.PolicyPod{Namespace: p.Namespace, Name: p.Name, IP: lp.addr.String(), Known: ok}
+	}
+	// The pods bound here that have no address yet: their chains now, so
+	// that their Adds write map entries only. One the watch has not seen
+	// is left to its Add, which learns its labels.
+	if k.scheduled != nil {
+		for _, sp := range k.scheduled() {
+			if addressed[sp] {
+				continue
+			}
+			if p, ok := k.o.Source.Known(sp.Namespace, sp.Name); ok && !p.HostNetwork {
+				local = append(local, netpol.Local{Pod: p, Bound: true})
+			}
+		}
 	}
 	start := k.clk.Now()
 	rs := k.compiler.Compile(c, local, k.o.Mode)
@@ -362,7 +384,12 @@ func (k *policyKeeper) write(ctx context.Context) error {
 	k.status.LastError = ""
 	k.status.Applied = k.clk.Now()
 	k.status.PendingSince = nil
-	k.status.Isolated = len(rs.Pods)
+	k.status.Isolated = 0
+	for _, r := range rs.Pods {
+		if r.Pod.IP.IsValid() {
+			k.status.Isolated++
+		}
+	}
 	k.last, k.pods = rs, pods
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/netpol"
 )
 
@@ -85,6 +86,8 @@ type fakePolicyRules struct {
 	// (see holder); an error it is released with fails the write.
 	hold    *holder
 	holdPod string // guarded by mu
+	// wrote hears of every write.
+	wrote chan struct{}
 }
 
 func (f *fakePolicyRules) SetPolicy(_ context.Context, rs netpol.Ruleset, _ bool) error {
@@ -100,7 +103,44 @@ func (f *fakePolicyRules) SetPolicy(_ context.Context, rs netpol.Ruleset, _ bool
 	defer f.mu.Unlock()
 	f.last = rs
 	f.writes++
+	if f.wrote != nil {
+		select {
+		case f.wrote <- struct{}{}:
+		default:
+		}
+	}
 	return nil
+}
+
+// waitFor waits until the rules last written satisfy ok; f.wrote must
+// be set.
+func (f *fakePolicyRules) waitFor(t *testing.T, what string, ok func(netpol.Ruleset) bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		rs := f.last
+		f.mu.Unlock()
+		if ok(rs) {
+			return
+		}
+		select {
+		case <-f.wrote:
+		case <-timeout:
+			t.Fatalf("no write of %s in 10 s; the last: %+v", what, rs)
+		}
+	}
+}
+
+// rulesOf are the verdicts of the pod named name in rs, each entry's.
+func rulesOf(rs netpol.Ruleset, name string) []netpol.PodRules {
+	var out []netpol.PodRules
+	for _, r := range rs.Pods {
+		if r.Pod.Name == name {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (f *fakePolicyRules) PolicyDrops(context.Context) (map[netip.Addr]netpol.Drops, error) {
@@ -166,6 +206,43 @@ func TestAPodsPoliciesAreInForceBeforeItsAddAnswers(t *testing.T) {
 			t.Fatalf("the deleted pod's address %s is still isolated 5 s after its Del answered", add.Address)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A pod the API server binds to the node has its rules written before
+// its Add, with no address; the Add gives them its address (on the
+// node, one map entry rather than chains). A bound pod the watch has not
+// seen is left to its Add.
+func TestAPodBoundToTheNodeHasItsRulesBeforeItsAdd(t *testing.T) {
+	src := &fakePolicySource{}
+	src.c = netpol.Cluster{Policies: []*networkingv1.NetworkPolicy{denyAllIn("default")},
+		Pods: []netpol.Pod{{Namespace: "default", Name: "db", Labels: map[string]string{"app": "db"}}}}
+	src.synced.Store(true)
+	k := newFakeKube(KubeState{Reachable: true, Node: "n"})
+	n := newWorld(t).node("i-node1", nil)
+	rules := &fakePolicyRules{wrote: make(chan struct{}, 1)}
+	n.kube = k
+	n.policy = PolicyOptions{Source: src, Rules: rules, Mode: netpol.Standard, SyncWait: 200 * time.Millisecond}
+	n.start(t).waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+
+	k.mu.Lock()
+	k.scheduled = []ipam.Pod{{Namespace: "default", Name: "db"}, {Namespace: "default", Name: "unseen"}}
+	k.mu.Unlock()
+	k.set(func(*KubeState) {}) // the layer's change callback
+	rules.waitFor(t, "db's rules before its Add", func(rs netpol.Ruleset) bool {
+		db := rulesOf(rs, "db")
+		return len(db) == 1 && !db[0].Pod.IP.IsValid() && db[0].Ingress != nil
+	})
+	add, err := c.Add(context.Background(), &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules.mu.Lock()
+	db := rulesOf(rules.last, "db")
+	rules.mu.Unlock()
+	if len(db) != 1 || db[0].Pod.IP.String() != add.Address || db[0].Ingress == nil {
+		t.Errorf("when the Add answered, db's verdicts were %+v; want one entry, isolated, at %s", db, add.Address)
 	}
 }
 

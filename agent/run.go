@@ -51,7 +51,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.ready.set(CondHost, false, err.Error())
 		return err
 	}
-	a.policy.run(ctx, &wg, heldPods(a))
+	a.policy.run(ctx, &wg, heldPods(a), a.kube.ScheduledPods)
 	a.bridgeKube(ctx, &wg)
 	if a.budget != nil {
 		wg.Add(1)

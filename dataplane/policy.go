@@ -37,17 +37,23 @@ const PolicyTable = "vpcnet-policy"
 //	map ingress, egress: pod address : jump to the pod's chain
 //	set peers-<hash>:    the prefixes one Allow admits, named by content
 //	                     so that the pods one policy selects share it
-//	counter drop-in-A, drop-out-A: the packets dropped for pod A, kept
-//	                     by every rewrite while A stays isolated
+//	counter drop-in-P, drop-out-P: the packets dropped for pod P, kept
+//	                     by every rewrite while P stays isolated
 //	chain forward (hook forward), chain input (hook input):
 //	    ct direction reply accept     (replies of allowed connections)
 //	    ct state related accept       (their ICMP errors)
 //	    ip saddr vmap @egress         (forward and input: a pod's egress,
 //	                                   to other pods, the world or its node)
 //	    ip daddr vmap @ingress        (forward only)
-//	chain in-A / out-A: one rule per allowed peers and port, "return";
+//	chain in-P / out-P: one rule per allowed peers and port, "return";
 //	    then, with logDrops, a rate-limited log of new connections;
 //	    then count and drop.
+//
+// A pod's chains are named by the pod (namespace/name), not its address,
+// and are written as soon as the API server has bound the pod to the
+// node, before it has an address: its Add then adds two map entries
+// rather than chains, rules and counters, and the Del removes them. The
+// chains go when the pod leaves the node.
 //
 // An allow returns rather than accepts, so a packet between two isolated
 // pods of the node passes the source's egress and then the destination's
@@ -82,9 +88,11 @@ type policyModel struct {
 	sets     map[string][]v4Range
 }
 
-// podChain is one isolated pod's chain in one direction.
+// podChain is one isolated pod's chain in one direction, with the
+// addresses whose map entries jump to it: none before the pod's Add,
+// more than one while a sandbox the runtime replaced awaits its Del.
 type podChain struct {
-	addr    netip.Addr
+	addrs   []netip.Addr
 	ingress bool
 	counter string
 	rules   []ruleSpec
@@ -229,6 +237,22 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 	if err != nil || t == nil {
 		return out, err
 	}
+	// A counter is named by its pod's chain; the verdict maps say which
+	// addresses jump to the chain.
+	addrs := map[string][]netip.Addr{}
+	ingress, egress := policyMaps(t)
+	for _, m := range []*nftables.Set{ingress, egress} {
+		elems, err := nft.setElements(m)
+		if err != nil {
+			return nil, fmt.Errorf("read nftables map ip %s %s: %w", PolicyTable, m.Name, err)
+		}
+		for _, e := range elems {
+			a, ok := netip.AddrFromSlice(e.Key)
+			if v := decodeVerdict(e.Val); ok && v != nil && v.Kind == expr.VerdictJump {
+				addrs[v.Chain] = append(addrs[v.Chain], a.Unmap())
+			}
+		}
+	}
 	objs, err := nft.objects(t)
 	if err != nil {
 		return nil, err
@@ -238,17 +262,19 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 		if !ok {
 			continue
 		}
-		dir, addr, ok := parseDropCounter(c.Name)
+		chain, in, ok := chainOfCounter(c.Name)
 		if !ok {
 			continue
 		}
-		v := out[addr]
-		if dir == "in" {
-			v.Ingress = c.Packets
-		} else {
-			v.Egress = c.Packets
+		for _, addr := range addrs[chain] {
+			v := out[addr]
+			if in {
+				v.Ingress = c.Packets
+			} else {
+				v.Egress = c.Packets
+			}
+			out[addr] = v
 		}
-		out[addr] = v
 	}
 	return out, nil
 }
@@ -285,26 +311,44 @@ func (d *Dataplane) dropPolicyNFT() {
 	}
 }
 
-func podChainName(a netip.Addr, ingress bool) string {
+// podChainMax bounds a pod chain's name so that its counter's name,
+// "drop-" and the chain's, fits the kernel's 255 bytes
+// (NFT_NAME_MAXLEN).
+const podChainMax = 240
+
+// podChainName is "in-namespace/name" or "out-namespace/name", which the
+// nft command reads unquoted (namespaces and pod names are lower-case
+// letters, digits, '-' and '.'). A name too long for the kernel keeps
+// its start and ends with a hash of the whole.
+func podChainName(pod verdicts.PodRef, ingress bool) string {
+	dir := "out-"
 	if ingress {
-		return "in-" + a.String()
+		dir = "in-"
 	}
-	return "out-" + a.String()
+	name := dir + pod.Namespace + "/" + pod.Name
+	if len(name) <= podChainMax {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := fmt.Sprintf("-h%x", sum[:8])
+	return name[:podChainMax-len(suffix)] + suffix
 }
 
-func dropCounter(a netip.Addr, ingress bool) string { return "drop-" + podChainName(a, ingress) }
+func dropCounter(chain string) string { return "drop-" + chain }
 
-func parseDropCounter(name string) (dir string, a netip.Addr, ok bool) {
-	rest, ok := strings.CutPrefix(name, "drop-")
-	if !ok {
-		return "", netip.Addr{}, false
+// chainOfCounter is the chain whose drops counter name is, and whether
+// it is an ingress chain.
+func chainOfCounter(name string) (chain string, ingress, ok bool) {
+	chain, ok = strings.CutPrefix(name, "drop-")
+	switch {
+	case !ok:
+		return "", false, false
+	case strings.HasPrefix(chain, "in-"):
+		return chain, true, true
+	case strings.HasPrefix(chain, "out-"):
+		return chain, false, true
 	}
-	dir, ip, ok := strings.Cut(rest, "-")
-	if !ok {
-		return "", netip.Addr{}, false
-	}
-	a, err := netip.ParseAddr(ip)
-	return dir, a, err == nil
+	return "", false, false
 }
 
 // renderPeers is one peer set's address ranges and its content's name.
@@ -412,13 +456,15 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 	seen := map[netip.Addr]bool{}
 	var allows []setAllow
 	for _, r := range rs.Pods {
-		if !r.Pod.IP.Is4() {
-			return nil, fmt.Errorf("pod %s/%s: address %v is not IPv4", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
+		if r.Pod.IP.IsValid() {
+			if !r.Pod.IP.Is4() {
+				return nil, fmt.Errorf("pod %s/%s: address %v is not IPv4", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
+			}
+			if seen[r.Pod.IP] {
+				return nil, fmt.Errorf("pod %s/%s: address %s is another pod's too", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
+			}
+			seen[r.Pod.IP] = true
 		}
-		if seen[r.Pod.IP] {
-			return nil, fmt.Errorf("pod %s/%s: address %s is another pod's too", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
-		}
-		seen[r.Pod.IP] = true
 		for _, ingress := range []bool{true, false} {
 			iso := r.Egress
 			if ingress {
@@ -427,7 +473,22 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 			if iso == nil {
 				continue
 			}
-			ch := podChain{addr: r.Pod.IP, ingress: ingress, counter: dropCounter(r.Pod.IP, ingress)}
+			name := podChainName(r.Pod, ingress)
+			if ch, ok := m.chains[name]; ok {
+				// Another sandbox of the same pod (the runtime made a
+				// new one before the old one's Del): one pod, one
+				// chain, the verdicts of the pod's first entry.
+				if r.Pod.IP.IsValid() {
+					ch.addrs = append(slices.Clip(ch.addrs), r.Pod.IP)
+					slices.SortFunc(ch.addrs, netip.Addr.Compare)
+					m.chains[name] = ch
+				}
+				continue
+			}
+			ch := podChain{ingress: ingress, counter: dropCounter(name)}
+			if r.Pod.IP.IsValid() {
+				ch.addrs = []netip.Addr{r.Pod.IP}
+			}
 			// What the rules say, hashed before they are rendered: a
 			// chain the last model rendered from the same is reused,
 			// so a write renders the chains that changed (an ADD's),
@@ -449,7 +510,6 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 				allows = append(allows, setAllow{a, set})
 			}
 			ch.digest = sig.sum()
-			name := podChainName(r.Pod.IP, ingress)
 			if old, ok := pr.chains[name]; ok && old.digest == ch.digest {
 				ch.rules = old.rules
 			} else {
@@ -605,7 +665,7 @@ func (m *policyModel) same(o *policyModel) bool {
 		return false
 	}
 	for name, ch := range m.chains {
-		if oc, ok := o.chains[name]; !ok || oc.digest != ch.digest {
+		if oc, ok := o.chains[name]; !ok || oc.digest != ch.digest || !slices.Equal(oc.addrs, ch.addrs) {
 			return false
 		}
 	}
@@ -628,9 +688,18 @@ func peerSetObj(t *nftables.Table, name string) *nftables.Set {
 	return &nftables.Set{Table: t, Name: name, KeyType: nftables.TypeIPAddr, Interval: true}
 }
 
-func mapElem(ch podChain, name string) nftables.SetElement {
-	ip := ch.addr.As4()
-	return nftables.SetElement{Key: ip[:], VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name}}
+func mapElem(addr netip.Addr, chain string) nftables.SetElement {
+	ip := addr.As4()
+	return nftables.SetElement{Key: ip[:], VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}
+}
+
+// mapElems are the map entries of chain's addresses.
+func mapElems(chain string, addrs []netip.Addr) []nftables.SetElement {
+	out := make([]nftables.SetElement, len(addrs))
+	for i, a := range addrs {
+		out[i] = mapElem(a, chain)
+	}
+	return out
 }
 
 func (n *nftConn) addRules(t *nftables.Table, c *nftables.Chain, rules []ruleSpec) {
@@ -657,9 +726,9 @@ func (m *policyModel) spec() tableSpec {
 		spec.chains = append(spec.chains, chainSpec{name: name, rules: ch.rules})
 		spec.counters = append(spec.counters, ch.counter)
 		if ch.ingress {
-			in = append(in, mapElem(ch, name))
+			in = append(in, mapElems(name, ch.addrs)...)
 		} else {
-			out = append(out, mapElem(ch, name))
+			out = append(out, mapElems(name, ch.addrs)...)
 		}
 	}
 	spec.chains = append(spec.chains, policyBaseChain("forward", nftables.ChainHookForward, true),
@@ -690,9 +759,12 @@ func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) cha
 }
 
 // changePolicyTable queues what turns table t from last into next: new
-// sets first (rules look them up), then per pod chain its removal, its
-// rules replaced, or its addition with its counter and map entry, then
-// the sets nothing uses any more. Counters of pods that stay are kept.
+// sets first (rules look them up); then the map entries that go (an
+// address can move from one pod's chain to another's in one change, and
+// a chain cannot go while an entry jumps to it); then per pod chain its
+// removal, its rules replaced, or its addition with its counter; then
+// the new map entries; then the sets nothing uses any more. Counters of
+// pods that stay are kept.
 func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) error {
 	var errs []error
 	for name, ranges := range next.sets {
@@ -707,11 +779,25 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) e
 		}
 		return egress
 	}
+	// entries outside keep: the addresses of ch that are not in keep.
+	outside := func(ch podChain, keep []netip.Addr) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range ch.addrs {
+			if !slices.Contains(keep, a) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	for name, ch := range last.chains {
+		if gone := outside(ch, next.chains[name].addrs); len(gone) > 0 {
+			errs = append(errs, n.setDeleteElements(mapOf(ch), mapElems(name, gone)))
+		}
+	}
 	for name, ch := range last.chains {
 		if _, ok := next.chains[name]; ok {
 			continue
 		}
-		errs = append(errs, n.setDeleteElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)}))
 		chain := &nftables.Chain{Name: name, Table: t}
 		n.flushChain(chain)
 		n.delChain(chain)
@@ -729,7 +815,11 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) e
 			n.addObj(&nftables.CounterObj{Table: t, Name: ch.counter})
 			chain := n.addChain(&nftables.Chain{Name: name, Table: t})
 			n.addRules(t, chain, ch.rules)
-			errs = append(errs, n.setAddElements(mapOf(ch), []nftables.SetElement{mapElem(ch, name)}))
+		}
+	}
+	for name, ch := range next.chains {
+		if added := outside(ch, last.chains[name].addrs); len(added) > 0 {
+			errs = append(errs, n.setAddElements(mapOf(ch), mapElems(name, added)))
 		}
 	}
 	for name := range last.sets {

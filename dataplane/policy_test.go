@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,11 +250,11 @@ func TestPolicyTableReadsAsItsComments(t *testing.T) {
 		"ct direction reply accept",
 		"ip saddr vmap @egress",
 		"ip daddr vmap @ingress",
-		"10.0.0.50 : jump in-10.0.0.50",
+		"10.0.0.50 : jump in-default/pol-a",
 		"udp dport 53 return",
 		"meta l4proto sctp return",
 		`log prefix "vpcnet-policy drop ingress default/pol-a: "`,
-		`counter name "drop-in-10.0.0.50" drop`,
+		`counter name "drop-in-default/pol-a" drop`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table lacks %q:\n%s", want, text)
@@ -337,7 +338,7 @@ func TestAPolicyChangeRewritesOnlyWhatChangedAndKeepsTheOthersCounters(t *testin
 		t.Error("c's changed rules are not in force")
 	}
 	text := strings.Join(listTable(t, pp.n.node, PolicyTable, false), "\n")
-	if strings.Contains(text, "in-10.0.1.60") || strings.Count(text, "set peers-") != 1 {
+	if strings.Contains(text, "in-default/pol-b") || strings.Count(text, "set peers-") != 1 {
 		t.Errorf("the table keeps what no pod uses:\n%s", text)
 	}
 }
@@ -410,7 +411,7 @@ func TestATamperedPolicyTableIsRepaired(t *testing.T) {
 	want := listTable(t, pp.n.node, PolicyTable, false)
 	// Someone empties b's chain: a restarted agent, which compares the
 	// whole table, puts it back.
-	nft(t, pp.n.node, "flush chain ip "+PolicyTable+" in-10.0.1.60")
+	nft(t, pp.n.node, "flush chain ip "+PolicyTable+" in-default/pol-b")
 	if !reaches(pp.a, pp.b, 8080) {
 		t.Fatal("the tampering did not open b; the test proves nothing")
 	}
@@ -578,4 +579,73 @@ func talkUDP(n ns.NetNS, addr netip.AddrPort) error {
 		return fmt.Errorf("echo %q", buf[:k])
 	}
 	return nil
+}
+
+// A pod's chains are written once the API server binds it to the node,
+// before it has an address; its Add then adds its map entries and leaves
+// the chains, their rules and its counters as they were.
+func TestAPodsChainsAreWrittenBeforeItsAddressAndItsAddAddsOnlyMapEntries(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	iso := &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "default/web ingress[0]", Peers: only(pp.a)}}}
+	bound := ref(pp.b, "pol-b")
+	bound.IP = netip.Addr{}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Ingress: iso}}})
+	before := listTable(t, pp.n.node, PolicyTable, true)
+	text := strings.Join(before, "\n")
+	if !strings.Contains(text, "chain in-default/pol-b") || strings.Contains(text, "jump in-default/pol-b") {
+		t.Fatalf("want b's chain written with no map entry before its address:\n%s", text)
+	}
+	if !reaches(pp.c, pp.b, 8080) {
+		t.Error("b is isolated before any map entry sends its address to its chain")
+	}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: iso}}})
+	after := listTable(t, pp.n.node, PolicyTable, true)
+	if reaches(pp.c, pp.b, 8080) || !reaches(pp.a, pp.b, 8080) {
+		t.Error("b's verdicts are not in force once its address is")
+	}
+	var changed []string
+	for _, l := range after {
+		if !slices.Contains(before, l) {
+			changed = append(changed, strings.TrimSpace(l))
+		}
+	}
+	if len(changed) != 1 || !strings.Contains(changed[0], "10.0.1.60 : jump in-default/pol-b") {
+		t.Errorf("the Add changed %q; want only b's map entry (its chain's rules keep their handles)", changed)
+	}
+}
+
+// A pod the runtime gave a second sandbox before the first one's Del has
+// two addresses in one chain; an address that moves from one pod to
+// another in one write goes to its new pod's chain.
+func TestAPodsAddressesShareItsChainAndAnAddressMovesBetweenPods(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.a.ns, netip.AddrPortFrom(pp.a.cfg.Addr, 8080))
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	denyAll := &verdicts.Isolation{}
+	web := func(p testPod) verdicts.PodRef {
+		return verdicts.PodRef{Namespace: "default", Name: "web", IP: p.cfg.Addr}
+	}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: web(pp.a), Ingress: denyAll}, {Pod: web(pp.b), Ingress: denyAll}}})
+	if reaches(pp.c, pp.a, 8080) || reaches(pp.c, pp.b, 8080) {
+		t.Error("an address of the pod is open")
+	}
+	text := strings.Join(listTable(t, pp.n.node, PolicyTable, false), "\n")
+	if strings.Count(text, "chain in-default/web {") != 1 {
+		t.Errorf("want one chain for the pod's two addresses:\n%s", text)
+	}
+	// a's address now belongs to another pod, open for ingress but
+	// isolated for egress; b's stays web's.
+	other := verdicts.PodRef{Namespace: "default", Name: "other", IP: pp.a.cfg.Addr}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: other, Egress: denyAll}, {Pod: web(pp.b), Ingress: denyAll}}})
+	if !reaches(pp.c, pp.a, 8080) || reaches(pp.c, pp.b, 8080) || reaches(pp.a, pp.b, 8080) {
+		t.Error("the moved address does not have its new pod's verdicts")
+	}
+	drops, err := pp.n.dp.PolicyDrops(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drops[pp.b.cfg.Addr].Ingress == 0 || drops[pp.a.cfg.Addr].Egress == 0 {
+		t.Errorf("drops = %v; want b's ingress and a's egress counted by address", drops)
+	}
 }

@@ -44,7 +44,7 @@ func TestTheIPv4TableLeavesIPv6PeersOutAndRefusesIPv6OrSharedPodAddresses(t *tes
 			{Rule: "v6 only", Peers: prefixes("fd00::/64")},
 			{Rule: "both", Peers: prefixes("fd00::/64", "10.3.0.0/16", "fd01::/64")},
 		}}}}}, false)
-	c := m.chains["in-10.0.0.5"]
+	c := m.chains["in-shop/web-10.0.0.5"]
 	if len(c.rules) != 2 || c.rules[0].comment != "both" {
 		t.Errorf("rules %+v: want the IPv6-only allow left out (it allows nothing here) and the other kept", c.rules)
 	}
@@ -154,8 +154,8 @@ func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
 	}}, false)
 	spec := model.spec()
 	want := map[string]string{
-		policyMapIngress: "0a000005 : -3 in-10.0.0.5",
-		policyMapEgress:  "0a000006 : -3 out-10.0.0.6",
+		policyMapIngress: "0a000005 : -3 in-shop/web-10.0.0.5",
+		policyMapEgress:  "0a000006 : -3 out-shop/web-10.0.0.6",
 	}
 	for name, elems := range want {
 		m, ok := setNamed(spec, name)
@@ -170,13 +170,13 @@ func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
 			t.Errorf("map %s = %q, want %q", name, got, elems)
 		}
 	}
-	if strings.Join(spec.counters, ",") != "drop-in-10.0.0.5,drop-out-10.0.0.6" {
+	if strings.Join(spec.counters, ",") != "drop-in-shop/web-10.0.0.5,drop-out-shop/web-10.0.0.6" {
 		t.Errorf("counters %q", spec.counters)
 	}
 	if spec.use() != 2+2+2+2 || model.use() != spec.use() {
 		t.Errorf("use %d (the model says %d), want 8: two pod chains, two base chains, two maps, two counters", spec.use(), model.use())
 	}
-	for _, name := range []string{"in-10.0.0.5", "out-10.0.0.6"} {
+	for _, name := range []string{"in-shop/web-10.0.0.5", "out-shop/web-10.0.0.6"} {
 		c := chainNamed(t, spec, name)
 		if len(c.rules) != 1 {
 			t.Fatalf("chain %s: %d rules, want only the drop (nothing allowed)", name, len(c.rules))
@@ -192,7 +192,7 @@ func TestEachIsolatedDirectionGetsAChainAMapEntryAndACountedDrop(t *testing.T) {
 func TestAnAllowReturnsSoThatTheDestinationsIngressStillJudges(t *testing.T) {
 	m := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"),
 		Egress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "shop/p egress[0]", AnyPeer: true}}}}}}, false)
-	c := m.chains["out-10.0.0.5"]
+	c := m.chains["out-shop/web-10.0.0.5"]
 	// AnyPeer and every port: nothing to match, just return.
 	if len(c.rules[0].exprs) != 1 || c.rules[0].exprs[0].(*expr.Verdict).Kind != expr.VerdictReturn {
 		t.Errorf("allow of every peer on every port = %v, want a bare return", c.rules[0].exprs)
@@ -206,7 +206,7 @@ func TestPortsMatchProtocolAndDestinationPortOrRange(t *testing.T) {
 			{Protocol: verdicts.UDP, First: 5000, Last: 5100},
 			{Protocol: verdicts.SCTP},
 		}}}}}}}, false)
-	c := m.chains["in-10.0.0.5"]
+	c := m.chains["in-shop/web-10.0.0.5"]
 	want := []string{"Meta Cmp Payload Cmp Verdict", "Meta Cmp Payload Range Verdict", "Meta Cmp Verdict"}
 	for i, w := range want {
 		var kinds []string
@@ -357,28 +357,29 @@ func TestAWriteRendersOnlyTheChainsThatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := first
+	lastChain := "in-shop/b"
 	for _, next := range []struct {
-		what string
-		rs   verdicts.Ruleset
+		what, chain string
+		rs          verdicts.Ruleset
 	}{
-		{"a port changed", rs(443, "b")},
-		{"the pod renamed", rs(443, "c")},
+		{"a port changed", "in-shop/b", rs(443, "b")},
+		{"the pod renamed", "in-shop/c", rs(443, "c")},
 	} {
 		m, err := pr.model(next.rs, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if &m.chains["in-10.0.0.5"].rules[0] != &first.chains["in-10.0.0.5"].rules[0] {
+		if &m.chains["in-shop/web-10.0.0.5"].rules[0] != &first.chains["in-shop/web-10.0.0.5"].rules[0] {
 			t.Errorf("%s: the unchanged pod's chain was rendered again", next.what)
 		}
-		fresh := mustModel(t, next.rs, true).chains["in-10.0.0.6"]
-		got := m.chains["in-10.0.0.6"]
-		if got.digest == last.chains["in-10.0.0.6"].digest {
+		fresh := mustModel(t, next.rs, true).chains[next.chain]
+		got := m.chains[next.chain]
+		if got.digest == last.chains[lastChain].digest {
 			t.Errorf("%s: the changed pod's chain has its last digest", next.what)
 		}
 		if got.digest != fresh.digest || !reflect.DeepEqual(got.rules, fresh.rules) {
 			t.Errorf("%s: the changed pod's chain is not what a fresh render makes", next.what)
 		}
-		last = m
+		last, lastChain = m, next.chain
 	}
 }

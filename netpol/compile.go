@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
@@ -16,8 +17,9 @@ import (
 )
 
 // Compile returns the verdicts of the local pods under the cluster's
-// policies. Local pods without an address, and host-network ones, are
-// left out: nothing routes to them through the pod network.
+// policies. Host-network pods, and those without an address that are
+// not Bound, are left out: nothing routes to them through the pod
+// network. A Bound pod's verdicts carry no address.
 func Compile(c *Cluster, local []Local, mode Mode) Ruleset {
 	ix := index(c)
 	return compile(local, mode, ix.rulesOf)
@@ -74,10 +76,13 @@ func compile(local []Local, mode Mode, rulesOf func(Pod) PodRules) Ruleset {
 	var rs Ruleset
 	for _, l := range local {
 		p := l.Pod
-		if !p.IP.IsValid() || p.HostNetwork {
+		if !p.IP.IsValid() && !l.Bound || p.HostNetwork {
 			continue
 		}
 		ref := PodRef{Namespace: p.Namespace, Name: p.Name, IP: p.IP}
+		if l.Bound {
+			ref.IP = netip.Addr{}
+		}
 		if l.Unknown {
 			if mode == Strict {
 				rs.Pods = append(rs.Pods, PodRules{Pod: ref, Ingress: &Isolation{}, Egress: &Isolation{}})
@@ -91,7 +96,9 @@ func compile(local []Local, mode Mode, rulesOf func(Pod) PodRules) Ruleset {
 		r.Pod = ref
 		rs.Pods = append(rs.Pods, r)
 	}
-	slices.SortFunc(rs.Pods, func(a, b PodRules) int { return a.Pod.IP.Compare(b.Pod.IP) })
+	slices.SortFunc(rs.Pods, func(a, b PodRules) int {
+		return cmp.Or(a.Pod.IP.Compare(b.Pod.IP), strings.Compare(a.Pod.Namespace, b.Pod.Namespace), strings.Compare(a.Pod.Name, b.Pod.Name))
+	})
 	return rs
 }
 

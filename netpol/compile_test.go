@@ -292,6 +292,26 @@ func TestHostNetworkAndAddresslessLocalPodsAreNeverTargets(t *testing.T) {
 	}
 }
 
+// A pod bound to the node before its Add gets its verdicts with no
+// address, whether or not the API server shows one; a host-network
+// one gets none.
+func TestABoundPodsVerdictsComeBeforeItsAddressAndCarryNone(t *testing.T) {
+	c := world(np("y", "deny", func(s *networkingv1.NetworkPolicySpec) {}))
+	pending := Pod{Namespace: "y", Name: "pending", Labels: map[string]string{"pod": "a"}}
+	stale := pending
+	stale.Name, stale.IP = "stale", netip.MustParseAddr("10.0.0.77")
+	host := pending
+	host.Name, host.HostNetwork = "host", true
+	rs := Compile(c, []Local{{Pod: pending, Bound: true}, {Pod: stale, Bound: true}, {Pod: host, Bound: true}}, Standard)
+	want := []PodRules{
+		{Pod: PodRef{Namespace: "y", Name: "pending"}, Ingress: &Isolation{Policies: []string{"y/deny"}}},
+		{Pod: PodRef{Namespace: "y", Name: "stale"}, Ingress: &Isolation{Policies: []string{"y/deny"}}},
+	}
+	if d := diff(want, rs.Pods); d != "" {
+		t.Errorf("bound pods (-want +got):\n%s", d)
+	}
+}
+
 func TestMatchExpressionsSelectors(t *testing.T) {
 	c := world(np("x", "p", func(s *networkingv1.NetworkPolicySpec) {
 		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{

@@ -103,4 +103,8 @@ type Local struct {
 	// server has not told it of the pod yet). Under Strict such a pod is
 	// isolated both ways with nothing allowed; under Standard it is open.
 	Unknown bool
+	// Bound says the API server has bound the pod to this node and it
+	// has no address here yet: its verdicts are compiled all the same,
+	// with no address, so that its rules are in place before its Add.
+	Bound bool
 }

@@ -53,7 +53,7 @@ func (r *policyRun) report(res *Result) {
 	ratioRow("DEL enforcing / off", onDel, offDel)
 	lat.Notes = append(lat.Notes,
 		"two m5.4xlarge nodes of one local cloud and one API server, IP_COOLDOWN_PERIOD=1, pools at target; each cycle makes a fresh pod namespace (not timed), then ADD and DEL through libcni as containerd calls them, with the agent's conflist (vpcnet alone), the nodes' order flipping every cycle; 10 unrecorded cycles first",
-		fmt.Sprintf("the pods rotate over %d names per node in bench-pol, made in the API server before the cycles (so no watch event lands during them), with the labels that the policies of bench-pol select: on the enforcing node each ADD and each DEL rewrites the node's rules", warmRotation))
+		fmt.Sprintf("the pods rotate over %d names per node in bench-pol, made in the API server before the cycles (so no watch event lands during them), with the labels that the policies of bench-pol select and bound to the nodes: on the enforcing node each pod's chains are written before the cycles, when the agent first sees it bound there, and each ADD and each DEL rewrites the node's verdict map entries", warmRotation))
 	res.Tables = append(res.Tables, lat)
 
 	mean := func(m Metrics, name string, match ...string) float64 {
@@ -82,7 +82,7 @@ func (r *policyRun) report(res *Result) {
 	where.AddRow("rule writes per ADD or DEL (vpcnet_policy_writes_total)", fmt.Sprintf("%.2f", ratio(writes, ops)), "")
 	where.Notes = append(where.Notes,
 		"vpcnet_rpc_duration_seconds times the address part of the agent's Add and Del only; on the enforcing node the Add also waits for its pod's verdicts, written while the checkpoint that records its address is (agent policyKeeper.admitting), and the Del leaves their removal to a write that follows it (forget)",
-		"a write compiles the local pods' verdicts (netpol.Compiler, which keeps each rule's peers while the watches see no change that matters to them) and writes what changed of table ip vpcnet-policy in one nftables transaction (dataplane.SetPolicy)")
+		"a write compiles the local pods' verdicts (netpol.Compiler, which keeps each rule's peers while the watches see no change that matters to them) and writes what changed of table ip vpcnet-policy in one nftables transaction (dataplane.SetPolicy): for an ADD or a DEL, its pod's map entries")
 	res.Tables = append(res.Tables, where)
 
 	sel, open := Summarize(ms(r.toSelected)), Summarize(ms(r.toOpen))
