@@ -649,3 +649,32 @@ func TestAPodsAddressesShareItsChainAndAnAddressMovesBetweenPods(t *testing.T) {
 		t.Errorf("drops = %v; want b's ingress and a's egress counted by address", drops)
 	}
 }
+
+// The previous release named a pod's chains and counters by its address.
+// An agent upgraded over such a table rewrites it whole with chains named
+// by pod, and b stays isolated throughout.
+func TestATableOfAddressNamedChainsIsRewrittenWithChainsNamedByPod(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	nft(t, pp.n.node, `table ip `+PolicyTable+` {
+	counter drop-in-10.0.1.60 { }
+	map ingress { type ipv4_addr : verdict; }
+	map egress { type ipv4_addr : verdict; }
+	chain in-10.0.1.60 { counter name "drop-in-10.0.1.60" drop; }
+	chain forward { type filter hook forward priority filter; policy accept; ip daddr vmap @ingress; }
+}
+add element ip `+PolicyTable+` ingress { 10.0.1.60 : jump in-10.0.1.60 }
+`)
+	if reaches(pp.a, pp.b, 8080) {
+		t.Fatal("the old table does not isolate b; the test proves nothing")
+	}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: &verdicts.Isolation{
+		Allows: []verdicts.Allow{{Rule: "default/web ingress[0]", Peers: only(pp.a)}}}}}})
+	text := strings.Join(listTable(t, pp.n.node, PolicyTable, false), "\n")
+	if strings.Contains(text, "in-10.0.1.60") || !strings.Contains(text, "10.0.1.60 : jump in-default/pol-b") {
+		t.Errorf("want the address-named chain gone and b's address sent to its pod's chain:\n%s", text)
+	}
+	if !reaches(pp.a, pp.b, 8080) || reaches(pp.c, pp.b, 8080) {
+		t.Error("b's new verdicts are not in force")
+	}
+}
