@@ -86,7 +86,7 @@ type fakePolicyRules struct {
 	// (see holder); an error it is released with fails the write.
 	hold    *holder
 	holdPod string // guarded by mu
-	// wrote hears of every write.
+	// wrote hears of every write (newFakePolicyRules).
 	wrote chan struct{}
 }
 
@@ -112,8 +112,7 @@ func (f *fakePolicyRules) SetPolicy(_ context.Context, rs netpol.Ruleset, _ bool
 	return nil
 }
 
-// waitFor waits until the rules last written satisfy ok; f.wrote must
-// be set.
+// waitFor waits until the rules last written satisfy ok.
 func (f *fakePolicyRules) waitFor(t *testing.T, what string, ok func(netpol.Ruleset) bool) {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
@@ -147,11 +146,18 @@ func (f *fakePolicyRules) PolicyDrops(context.Context) (map[netip.Addr]netpol.Dr
 	return nil, nil
 }
 
+func newFakePolicyRules() *fakePolicyRules { return &fakePolicyRules{wrote: make(chan struct{}, 1)} }
+
 // isolated says which directions the rules last written isolate addr in.
 func (f *fakePolicyRules) isolated(addr string) (ingress, egress bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, r := range f.last.Pods {
+	return isolatedIn(f.last, addr)
+}
+
+// isolatedIn says which directions rs isolates addr in.
+func isolatedIn(rs netpol.Ruleset, addr string) (ingress, egress bool) {
+	for _, r := range rs.Pods {
 		if r.Pod.IP.String() == addr {
 			return r.Ingress != nil, r.Egress != nil
 		}
@@ -167,7 +173,7 @@ func denyAllIn(ns string) *networkingv1.NetworkPolicy {
 func policyNode(t *testing.T, mode netpol.Mode, src *fakePolicySource) (*fakePolicyRules, *agentapi.Client) {
 	t.Helper()
 	n := newWorld(t).node("i-node1", nil)
-	rules := &fakePolicyRules{}
+	rules := newFakePolicyRules()
 	n.policy = PolicyOptions{Source: src, Rules: rules, Mode: mode, SyncWait: 200 * time.Millisecond}
 	a := n.start(t)
 	a.waitReady(t)
@@ -200,13 +206,10 @@ func TestAPodsPoliciesAreInForceBeforeItsAddAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Del does not wait for it, but the rules follow.
-	deadline := time.Now().Add(5 * time.Second)
-	for in, _ := rules.isolated(add.Address); in; in, _ = rules.isolated(add.Address) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted pod's address %s is still isolated 5 s after its Del answered", add.Address)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	rules.waitFor(t, "rules without the deleted pod "+add.Address, func(rs netpol.Ruleset) bool {
+		in, _ := isolatedIn(rs, add.Address)
+		return !in
+	})
 }
 
 // A pod the API server binds to the node has its rules written before
@@ -220,7 +223,7 @@ func TestAPodBoundToTheNodeHasItsRulesBeforeItsAdd(t *testing.T) {
 	src.synced.Store(true)
 	k := newFakeKube(KubeState{Reachable: true, Node: "n"})
 	n := newWorld(t).node("i-node1", nil)
-	rules := &fakePolicyRules{wrote: make(chan struct{}, 1)}
+	rules := newFakePolicyRules()
 	n.kube = k
 	n.policy = PolicyOptions{Source: src, Rules: rules, Mode: netpol.Standard, SyncWait: 200 * time.Millisecond}
 	n.start(t).waitReady(t)

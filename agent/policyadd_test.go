@@ -115,7 +115,7 @@ func newHeldPolicyNode(t *testing.T) *heldPolicyNode {
 	src.c = netpol.Cluster{Policies: []*networkingv1.NetworkPolicy{denyAllIn("default")},
 		Pods: []netpol.Pod{{Namespace: "default", Name: "db", Labels: db}, {Namespace: "default", Name: "db-2", Labels: db}}}
 	src.synced.Store(true)
-	h := &heldPolicyNode{rules: &fakePolicyRules{}, disk: newHolder()}
+	h := &heldPolicyNode{rules: newFakePolicyRules(), disk: newHolder()}
 	h.rules.hold = newHolder()
 	h.holdContainer.Store("")
 	n := newWorld(t).node("i-node1", nil)
@@ -271,11 +271,8 @@ func attachment(container string) ipam.Key {
 
 func waitNotIsolated(t *testing.T, rules *fakePolicyRules, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for in, eg := rules.isolated(addr); in || eg; in, eg = rules.isolated(addr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("rules for %s, whose Add failed, are still written 5 s later", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	rules.waitFor(t, "rules without "+addr+", whose Add failed", func(rs netpol.Ruleset) bool {
+		in, eg := isolatedIn(rs, addr)
+		return !in && !eg
+	})
 }
