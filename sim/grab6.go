@@ -95,7 +95,7 @@ func parseIPv6Addr(s string) (netip.Addr, error) {
 func parseIPv6Prefix80(s string) (netip.Prefix, error) {
 	q, err := netip.ParsePrefix(s)
 	if err != nil || !q.Addr().Is6() || q.Addr().Is4In6() || q.Bits() != ipv6PrefixLen || q.Masked() != q {
-		return netip.Prefix{}, errorf(codeInvalidParameterValue, "Invalid IPv6 prefix %s: want an aligned /80 such as 2600:1f14:abc:de01:0:1::/80", s)
+		return netip.Prefix{}, errorf(codeInvalidParameterValue, "Invalid IPv6 prefix %s: want an aligned /80 such as 2600:1f14:abc:de01:1::/80", s)
 	}
 	return q, nil
 }
