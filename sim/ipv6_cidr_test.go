@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -146,5 +147,26 @@ func TestTopologyChecksIPv6Blocks(t *testing.T) {
 				t.Errorf("error = %v, want one saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// testdata/dualstack.yaml is the dual-stack example README.md shows.
+func TestTheDualStackExampleRuns(t *testing.T) {
+	b, err := os.ReadFile("testdata/dualstack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), string(b)) {
+		t.Fatal("README.md no longer shows testdata/dualstack.yaml verbatim; update one or the other")
+	}
+	e := newEnv(t, string(b), nil)
+	for _, in := range e.cloud.Instances() {
+		if got := ipv6sOf(e.describeENI(in.PrimaryENI)); len(got) != 1 {
+			t.Errorf("%s's primary ENI has IPv6 %v, want one address", in.ID, got)
+		}
 	}
 }

@@ -102,6 +102,17 @@ func TestIPv6AddressesComeFromTheSubnetAndAreDescribed(t *testing.T) {
 	if got := ipv6sOf(ni); !slices.Equal(got, want) {
 		t.Errorf("described %v, want %v", got, want)
 	}
+	inst, err := e.ec2.DescribeInstances(e.ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{"i-node1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range inst.Reservations[0].Instances[0].NetworkInterfaces[0].Ipv6Addresses {
+		got = append(got, aws.ToString(a.Ipv6Address))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("DescribeInstances shows the primary ENI's IPv6 as %v, want %v", got, want)
+	}
 	if ni.Ipv6Address != nil || aws.ToBool(ni.Ipv6Addresses[0].IsPrimaryIpv6) {
 		t.Errorf("an ENI without EnablePrimaryIpv6 shows a primary IPv6: %v", aws.ToString(ni.Ipv6Address))
 	}
