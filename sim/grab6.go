@@ -66,6 +66,9 @@ func (r ipv6Request) take(g *grab) ([]netip.Addr, []netip.Prefix, error) {
 		if !p.cidr.Contains(q.Addr()) {
 			return nil, nil, errorf(codeInvalidParameterValue, "Prefix %s does not fall within the subnet's IPv6 address range (%s %s).", q, sn.id, p.cidr)
 		}
+		if coversReserved(q) {
+			return nil, nil, errorf(codeInvalidParameterValue, "Prefix %s covers addresses AWS reserves in subnet %s: the first four addresses and the last one of every subnet.", q, sn.id)
+		}
 		if !p.prefixFree(q) {
 			return nil, nil, errorf(codeInvalidIPAddressInUse, "The specified prefix %s is already in use in subnet %s, or covers an address that is.", q, sn.id)
 		}

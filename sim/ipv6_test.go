@@ -79,7 +79,10 @@ func TestAnIPv6PrefixIsAnAligned80FromTheSubnets64(t *testing.T) {
 	if err != nil || !slices.Equal(named.AssignedIpv6Prefixes, []string{"2600:1f14:abc:de01:ab::/80"}) {
 		t.Errorf("assigning a named free /80: %v %v", named, err)
 	}
-	for _, bad := range []string{"2600:1f14:abc:de01:ab:1::/80", "2600:1f14:abc:de01::/96", "2600:1f14:abc:de02:1::/80"} {
+	// Misaligned, the wrong size, outside the /64, or covering the
+	// reserved addresses.
+	for _, bad := range []string{"2600:1f14:abc:de01:ab:1::/80", "2600:1f14:abc:de01::/96", "2600:1f14:abc:de02:1::/80",
+		"2600:1f14:abc:de01::/80", "2600:1f14:abc:de01:ffff::/80"} {
 		_, err := assignIPv6(e, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: aws.String(eni), Ipv6Prefixes: []string{bad}})
 		wantCode(t, err, "InvalidParameterValue")
 	}
@@ -129,8 +132,12 @@ func TestIPv6AddressesComeFromTheSubnetAndAreDescribed(t *testing.T) {
 		_, err := assignIPv6(e, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: aws.String(eni), Ipv6Addresses: []string{addr}})
 		wantCode(t, err, code)
 	}
+	// All or nothing: a request refused for its second address keeps
+	// not its first.
+	_, err = assignIPv6(e, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: aws.String(eni), Ipv6Addresses: []string{"2600:1f14:abc:de01::beef", "2600:1f14:abc:de01::4"}})
+	wantCode(t, err, "InvalidIPAddress.InUse")
 	if _, err := assignIPv6(e, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: aws.String(eni), Ipv6Addresses: []string{"2600:1f14:abc:de01::beef"}}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("the address a refused request named first is not free: %v", err)
 	}
 	// The filter finds the ENI by any of its IPv6 addresses.
 	found, err := e.ec2.DescribeNetworkInterfaces(e.ctx, &ec2.DescribeNetworkInterfacesInput{Filters: []types.Filter{

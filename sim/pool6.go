@@ -108,8 +108,14 @@ func (p *pool6) prefixFree(q netip.Prefix) bool {
 	if q.Bits() != ipv6PrefixLen || q.Masked() != q || !p.cidr.Contains(q.Addr()) {
 		return false
 	}
+	return !coversReserved(q) && !p.prefixes[q] && p.perBlock[q] == 0
+}
+
+// coversReserved reports whether the /80 q is the first or the last of
+// its /64, which hold the addresses EC2 reserves.
+func coversReserved(q netip.Prefix) bool {
 	i := uint16(hostOffset(q.Addr()) >> 48)
-	return i != 0 && i != 0xffff && !p.prefixes[q] && p.perBlock[q] == 0
+	return i == 0 || i == 0xffff
 }
 
 func (p *pool6) takePrefix(q netip.Prefix) { p.prefixes[q] = true }
