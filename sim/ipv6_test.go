@@ -376,7 +376,7 @@ func TestAttachChecksIPv6AgainstTheInstanceType(t *testing.T) {
 	wantCode(t, err, "PrivateIpAddressLimitExceeded") // x9.sim: 4 per interface
 	withPrefix := e.createENI(&ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-a"), Ipv6PrefixCount: aws.Int32(1)})
 	_, err = e.ec2.AttachNetworkInterface(e.ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: withPrefix.NetworkInterfaceId, InstanceId: aws.String("i-xen"), DeviceIndex: aws.Int32(1)})
-	wantCode(t, err, "InvalidParameterValue") // t2.micro: Xen, no prefixes
+	wantCode(t, err, "InvalidParameterValue")                    // t2.micro: Xen, no prefixes
 	e.attach(aws.ToString(big.NetworkInterfaceId), "i-node1", 1) // m5.large: 10
 	_, err = e.ec2.CreateNetworkInterface(e.ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String("subnet-a"), Ipv6AddressCount: aws.Int32(51)})
 	wantCode(t, err, "PrivateIpAddressLimitExceeded")
