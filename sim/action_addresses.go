@@ -199,5 +199,6 @@ func (c *Cloud) unassignPrivateIPAddresses(r *request) (any, error) {
 func (c *Cloud) emitChangeLocked(kind EventKind, e *eni, now time.Time, addrs []netip.Addr, prefixes []netip.Prefix) {
 	ev := eventFor(kind, e, now)
 	ev.Addresses, ev.Prefixes = slices.Clone(addrs), slices.Clone(prefixes)
+	ev.IPv6Addresses, ev.IPv6Prefixes = nil, nil
 	c.emitLocked(ev)
 }

@@ -80,6 +80,12 @@ func (c *Cloud) attachNetworkInterface(r *request) (any, error) {
 		if len(e.prefixes) > 0 && !in.typ.supportsPrefixes() {
 			return errorf(codeInvalidParameterValue, "Network interface %s has IPv4 prefixes, which instance type %s does not support (Nitro only).", e.id, in.typ.name)
 		}
+		if e.ipv6Slots() > in.typ.ipv4PerENI {
+			return errorf(codePrivateIPLimitExceeded, "Network interface %s holds %d IPv6 addresses and prefixes; %s allows %d per interface.", e.id, e.ipv6Slots(), in.typ.name, in.typ.ipv4PerENI)
+		}
+		if len(e.ipv6Prefixes) > 0 && !in.typ.supportsPrefixes() {
+			return errorf(codeInvalidParameterValue, "Network interface %s has IPv6 prefixes, which instance type %s does not support (Nitro only).", e.id, in.typ.name)
+		}
 		att := &attachment{
 			id:          c.ids.resource("eni-attach"),
 			instance:    in,

@@ -16,7 +16,7 @@ type describeENIsResponse struct {
 var eniFilterNames = []string{
 	"network-interface-id", "subnet-id", "vpc-id", "status", "availability-zone",
 	"mac-address", "description", "owner-id", "interface-type", "group-id",
-	"private-ip-address", "addresses.private-ip-address", "ipv4-prefix",
+	"private-ip-address", "addresses.private-ip-address", "ipv4-prefix", "ipv6-addresses.ipv6-address",
 	"attachment.instance-id", "attachment.attachment-id", "attachment.status",
 	"attachment.device-index", "attachment.network-card-index", "attachment.delete-on-termination",
 }
@@ -94,6 +94,12 @@ func (c *Cloud) eniAttr(e *eni, name string) []string {
 	case "private-ip-address", "addresses.private-ip-address":
 		var out []string
 		for _, a := range e.addresses() {
+			out = append(out, a.String())
+		}
+		return out
+	case "ipv6-addresses.ipv6-address":
+		var out []string
+		for _, a := range e.ipv6s {
 			out = append(out, a.String())
 		}
 		return out

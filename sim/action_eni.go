@@ -32,6 +32,10 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	req6, countGiven, err := parseCreateIPv6(p)
+	if err != nil {
+		return nil, err
+	}
 	tags, err := p.tagSpecs("network-interface")
 	if err != nil {
 		return nil, err
@@ -46,8 +50,8 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if itype == interfaceEFAOnly && (primary.IsValid() || req.slots() > 0) {
-		return nil, errorf(codeInvalidParameterCombination, "An efa-only network interface has no IP addresses; do not specify private IPv4 addresses or prefixes.")
+	if itype == interfaceEFAOnly && (primary.IsValid() || req.slots() > 0 || req6.slots() > 0) {
+		return nil, errorf(codeInvalidParameterCombination, "An efa-only network interface has no IP addresses; do not specify private IPv4 or IPv6 addresses or prefixes.")
 	}
 	resp := &createENIResponse{RequestID: r.id, ClientToken: token}
 	err = c.update(func(now time.Time) error {
@@ -75,12 +79,23 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 		if n := 1 + req.slots(); n > maxSlotsUnattached {
 			return errorf(codePrivateIPLimitExceeded, "Number of private addresses will exceed limit: %d requested, an ENI holds at most %d.", n, maxSlotsUnattached)
 		}
-		var addrs []netip.Addr
-		var prefixes []netip.Prefix
+		// A subnet that assigns IPv6 on creation gives one address
+		// unless the request counts its own (0 included, which opts out).
+		if sn.assignIPv6OnCreation && !countGiven && req6.slots() == 0 && itype != interfaceEFAOnly {
+			req6.count = 1
+		}
+		if n := req6.slots(); n > maxSlotsUnattached {
+			return errorf(codePrivateIPLimitExceeded, "Number of IPv6 addresses will exceed limit: %d requested, an ENI holds at most %d.", n, maxSlotsUnattached)
+		}
+		var addrs, addrs6 []netip.Addr
+		var prefixes, prefixes6 []netip.Prefix
 		if itype != interfaceEFAOnly {
 			g := &grab{sn: sn}
 			var err error
 			addrs, prefixes, err = takeForCreate(g, primary, req)
+			if err == nil {
+				addrs6, prefixes6, err = req6.take(g)
+			}
 			if err != nil {
 				g.undo()
 				return err
@@ -90,6 +105,7 @@ func (c *Cloud) createNetworkInterface(r *request) (any, error) {
 		}
 		e := c.newENILocked(sn, primary, groups, p.get("Description"))
 		e.secondaries, e.prefixes, e.interfaceType, e.connTrack = addrs, prefixes, itype, ct
+		e.ipv6s, e.ipv6Prefixes = addrs6, prefixes6
 		for _, t := range tags {
 			e.tags[t.key] = t.value
 		}
@@ -198,6 +214,35 @@ func parseCreateAddresses(p fields) (req addressRequest, primary netip.Addr, err
 		return req, primary, errorf(codeInvalidParameterCombination, "Specify either SecondaryPrivateIpAddressCount or secondary PrivateIpAddresses.N, not both.")
 	}
 	return req, primary, nil
+}
+
+// parseCreateIPv6 reads the IPv6 parameters of CreateNetworkInterface
+// (Ipv6Addresses.N.Ipv6Address and Ipv6Prefix.N.Ipv6Prefix are lists of
+// structures here, unlike AssignIpv6Addresses' lists of strings).
+// countGiven reports an explicit Ipv6AddressCount, 0 included.
+func parseCreateIPv6(p fields) (r ipv6Request, countGiven bool, err error) {
+	if err := readIPv6Counts(p, &r); err != nil {
+		return r, false, err
+	}
+	countGiven = p.get("Ipv6AddressCount") != ""
+	for _, spec := range p.structs("Ipv6Addresses") {
+		a, err := parseIPv6Addr(spec.get("Ipv6Address"))
+		if err != nil {
+			return r, false, err
+		}
+		r.explicit = append(r.explicit, a)
+	}
+	for _, spec := range p.structs("Ipv6Prefix") {
+		q, err := parseIPv6Prefix80(spec.get("Ipv6Prefix"))
+		if err != nil {
+			return r, false, err
+		}
+		r.prefixes = append(r.prefixes, q)
+	}
+	if p.has("EnablePrimaryIpv6") {
+		return r, false, errorf(codeInvalidParameterValue, "Parameter EnablePrimaryIpv6 is not supported by the emulator.")
+	}
+	return r, countGiven, r.check()
 }
 
 // readCounts reads SecondaryPrivateIpAddressCount and Ipv4PrefixCount.

@@ -17,6 +17,10 @@ type xmlSubnet struct {
 	DefaultForAZ            bool     `xml:"defaultForAz"`
 	MapPublicIPOnLaunch     bool     `xml:"mapPublicIpOnLaunch"`
 	Tags                    []xmlTag `xml:"tagSet>item"`
+	// IPv6Assocs is empty for an IPv4-only subnet, as in EC2.
+	IPv6Assocs                  []xmlSubnetIPv6Assoc `xml:"ipv6CidrBlockAssociationSet>item"`
+	AssignIPv6AddressOnCreation bool                 `xml:"assignIpv6AddressOnCreation"`
+	IPv6Native                  bool                 `xml:"ipv6Native"`
 }
 
 type describeSubnetsResponse struct {
@@ -28,7 +32,9 @@ type describeSubnetsResponse struct {
 func (c *Cloud) describeSubnets(r *request) (any, error) {
 	p := r.params
 	ids := p.list("SubnetId")
-	filters, err := p.filters("subnet-id", "vpc-id", "availability-zone", "cidr-block", "cidr", "state", "available-ip-address-count", "default-for-az", "owner-id")
+	filters, err := p.filters("subnet-id", "vpc-id", "availability-zone", "cidr-block", "cidr", "state", "available-ip-address-count", "default-for-az", "owner-id",
+		"ipv6-cidr-block-association.ipv6-cidr-block", "ipv6-cidr-block-association.association-id", "ipv6-cidr-block-association.state",
+		"ipv6-native", "assign-ipv6-address-on-creation")
 	if err != nil {
 		return nil, err
 	}
@@ -62,17 +68,23 @@ func (c *Cloud) describeSubnets(r *request) (any, error) {
 		page, next := paginate(matched, func(it item) int { return it.pos }, pg)
 		for _, it := range page {
 			sn := it.sn
-			resp.Subnets = append(resp.Subnets, xmlSubnet{
-				SubnetID:                sn.id,
-				SubnetArn:               "arn:aws:ec2:" + c.region + ":" + c.accountID + ":subnet/" + sn.id,
-				State:                   "available",
-				VPCID:                   c.vpcID,
-				OwnerID:                 c.accountID,
-				CIDRBlock:               sn.cidr.String(),
-				AvailableIPAddressCount: sn.pool.free,
-				AvailabilityZone:        sn.az,
-				Tags:                    xmlTags(sn.tags),
-			})
+			x := xmlSubnet{
+				SubnetID:                    sn.id,
+				SubnetArn:                   "arn:aws:ec2:" + c.region + ":" + c.accountID + ":subnet/" + sn.id,
+				State:                       "available",
+				VPCID:                       c.vpcID,
+				OwnerID:                     c.accountID,
+				CIDRBlock:                   sn.cidr.String(),
+				AvailableIPAddressCount:     sn.pool.free,
+				AvailabilityZone:            sn.az,
+				Tags:                        xmlTags(sn.tags),
+				AssignIPv6AddressOnCreation: sn.assignIPv6OnCreation,
+				IPv6Native:                  sn.ipv6Native,
+			}
+			if sn.ipv6 != nil {
+				x.IPv6Assocs = []xmlSubnetIPv6Assoc{sn.ipv6.xml("associated")}
+			}
+			resp.Subnets = append(resp.Subnets, x)
 		}
 		resp.NextToken = next
 		return nil
@@ -110,6 +122,21 @@ func (c *Cloud) subnetAttr(sn *subnet, name string) []string {
 		return []string{"false"}
 	case "owner-id":
 		return []string{c.accountID}
+	case "ipv6-native":
+		return []string{strconv.FormatBool(sn.ipv6Native)}
+	case "assign-ipv6-address-on-creation":
+		return []string{strconv.FormatBool(sn.assignIPv6OnCreation)}
+	}
+	if sn.ipv6 == nil {
+		return nil
+	}
+	switch name {
+	case "ipv6-cidr-block-association.ipv6-cidr-block":
+		return []string{sn.ipv6.cidr.String()}
+	case "ipv6-cidr-block-association.association-id":
+		return []string{sn.ipv6.assocID}
+	case "ipv6-cidr-block-association.state":
+		return []string{"associated"}
 	}
 	return nil
 }

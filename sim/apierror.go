@@ -9,6 +9,7 @@ import (
 // EC2 error codes the emulator returns.
 const (
 	codeAttachmentLimitExceeded     = "AttachmentLimitExceeded"
+	codeCidrLimitExceeded           = "CidrLimitExceeded"
 	codeDryRunOperation             = "DryRunOperation"
 	codeIdempotentParameterMismatch = "IdempotentParameterMismatch"
 	codeIncorrectInstanceState      = "IncorrectInstanceState"
@@ -29,6 +30,9 @@ const (
 	codeInvalidParameterCombination = "InvalidParameterCombination"
 	codeInvalidParameterValue       = "InvalidParameterValue"
 	codeInvalidSubnetNotFound       = "InvalidSubnetID.NotFound"
+	codeInvalidSubnetRange          = "InvalidSubnet.Range"
+	codeInvalidSubnetConflict       = "InvalidSubnet.Conflict"
+	codeInvalidVPCNotFound          = "InvalidVpcID.NotFound"
 	codeMissingParameter            = "MissingParameter"
 	codeOperationNotPermitted       = "OperationNotPermitted"
 	codePrivateIPLimitExceeded      = "PrivateIpAddressLimitExceeded"

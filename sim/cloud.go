@@ -61,10 +61,13 @@ type Cloud struct {
 	tally  tally
 
 	// mu guards everything below: the model of the region.
-	mu            sync.Mutex
-	ids           *idGen
-	seq           int // creation order of ENIs, for stable listings and paging
-	groups        []string
+	mu     sync.Mutex
+	ids    *idGen
+	seq    int // creation order of ENIs, for stable listings and paging
+	groups []string
+	// vpcIPv6 are the VPC's IPv6 blocks: from the topology, and those
+	// AssociateVpcCidrBlock adds.
+	vpcIPv6       []vpcIPv6
 	subnets       map[string]*subnet
 	subnetOrder   []*subnet
 	instances     map[string]*instance
@@ -138,9 +141,18 @@ func NewCloud(t *Topology, opts Options) (*Cloud, error) {
 	if t.AddressOrder == "random" {
 		poolRNG = rand.New(rand.NewPCG(uint64(seed), 0x706f6f6c)) // "pool"
 	}
+	if t.VPC.IPv6CIDR != "" {
+		p, _ := parseIPv6Prefix(t.VPC.IPv6CIDR, 56) // validated
+		c.vpcIPv6 = append(c.vpcIPv6, vpcIPv6{assocID: c.ids.resource("vpc-cidr-assoc"), cidr: p})
+	}
 	for _, s := range t.Subnets {
 		p, _ := parseIPv4Prefix(s.CIDR) // validated
-		sn := &subnet{id: s.ID, az: s.AZ, cidr: p, tags: cloneTags(s.Tags), pool: newPool(p, poolRNG)}
+		sn := &subnet{id: s.ID, az: s.AZ, cidr: p, tags: cloneTags(s.Tags), pool: newPool(p, poolRNG),
+			ipv6Native: s.IPv6Native, assignIPv6OnCreation: s.AssignIPv6AddressOnCreation || s.IPv6Native}
+		if s.IPv6CIDR != "" {
+			p6, _ := parseIPv6Prefix(s.IPv6CIDR, 64) // validated
+			sn.ipv6 = &subnetIPv6{assocID: c.ids.resource("subnet-cidr-assoc"), cidr: p6, pool: newPool6(p6, poolRNG)}
+		}
 		c.subnets[s.ID] = sn
 		c.subnetOrder = append(c.subnetOrder, sn)
 	}

@@ -3,6 +3,7 @@
 // aws-sdk-go-v2 EC2 client) and IMDSv2, with AWS semantics rather than a
 // happy path: per-instance-type ENI and address limits, the five reserved
 // addresses of every subnet, real subnet exhaustion and /28 fragmentation,
+// dual-stack and IPv6-only subnets with IPv6 addresses and /80 prefixes,
 // ENI states that take time to change, IMDS lagging behind EC2, account-wide
 // request token buckets, and injected faults.
 //
@@ -20,7 +21,8 @@
 //	clock.Advance(2 * time.Second) // pending attaches complete, events go out
 //
 // Subscribe streams the changes a network fabric must mirror (ENIs
-// attached and detached, addresses and prefixes assigned and unassigned).
+// attached and detached, IPv4 and IPv6 addresses and prefixes assigned and
+// unassigned).
 // "vpcnetctl sim serve" runs the same Cloud as a process. README.md in this
 // directory documents the topology file and every behaviour.
 package sim

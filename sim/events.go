@@ -32,6 +32,14 @@ const (
 	// prefixes that changed.
 	PrefixesAssigned   EventKind = "PrefixesAssigned"
 	PrefixesUnassigned EventKind = "PrefixesUnassigned"
+	// IPv6AddressesAssigned and IPv6AddressesUnassigned carry only the
+	// IPv6 addresses that changed, in IPv6Addresses.
+	IPv6AddressesAssigned   EventKind = "IPv6AddressesAssigned"
+	IPv6AddressesUnassigned EventKind = "IPv6AddressesUnassigned"
+	// IPv6PrefixesAssigned and IPv6PrefixesUnassigned carry only the /80
+	// prefixes that changed, in IPv6Prefixes.
+	IPv6PrefixesAssigned   EventKind = "IPv6PrefixesAssigned"
+	IPv6PrefixesUnassigned EventKind = "IPv6PrefixesUnassigned"
 )
 
 // Event is one change to the addresses an instance can send from. Events
@@ -50,6 +58,13 @@ type Event struct {
 	SubnetCIDR         netip.Prefix
 	Addresses          []netip.Addr
 	Prefixes           []netip.Prefix
+	// SubnetIPv6CIDR is the subnet's IPv6 /64, invalid for an IPv4-only
+	// subnet. IPv6Addresses and IPv6Prefixes are kept apart from
+	// Addresses and Prefixes so that a fabric that routes only IPv4 is
+	// never handed an IPv6 address.
+	SubnetIPv6CIDR netip.Prefix
+	IPv6Addresses  []netip.Addr
+	IPv6Prefixes   []netip.Prefix
 	// Initial marks the ENIAttached events Subscribe replays for ENIs
 	// already in use when the subscription starts.
 	Initial bool
@@ -67,6 +82,11 @@ func eventFor(kind EventKind, e *eni, at time.Time) Event {
 		SubnetCIDR:         e.subnet.cidr,
 		Addresses:          e.addresses(),
 		Prefixes:           slices.Clone(e.prefixes),
+		IPv6Addresses:      slices.Clone(e.ipv6s),
+		IPv6Prefixes:       slices.Clone(e.ipv6Prefixes),
+	}
+	if e.subnet.ipv6 != nil {
+		ev.SubnetIPv6CIDR = e.subnet.ipv6.cidr
 	}
 	if e.att != nil {
 		ev.InstanceID = e.att.instance.id

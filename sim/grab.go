@@ -12,6 +12,9 @@ type grab struct {
 	sn       *subnet
 	addrs    []netip.Addr
 	prefixes []netip.Prefix
+	// addrs6 and prefixes6 come from the subnet's IPv6 /64.
+	addrs6    []netip.Addr
+	prefixes6 []netip.Prefix
 }
 
 // addr takes a specific address.
@@ -87,7 +90,13 @@ func (g *grab) undo() {
 	for _, q := range g.prefixes {
 		g.sn.pool.releasePrefix(q)
 	}
-	g.addrs, g.prefixes = nil, nil
+	for _, a := range g.addrs6 {
+		g.sn.ipv6.pool.release(a)
+	}
+	for _, q := range g.prefixes6 {
+		g.sn.ipv6.pool.releasePrefix(q)
+	}
+	g.addrs, g.prefixes, g.addrs6, g.prefixes6 = nil, nil, nil, nil
 }
 
 // addressRequest is the address part of CreateNetworkInterface and

@@ -41,3 +41,11 @@ func (g *idGen) requestID() string {
 	a, b := g.rng.Uint64(), g.rng.Uint64()
 	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", uint32(a>>32), uint16(a>>16), uint16(a)&0xfff, uint16(b>>48)&0x3fff|0x8000, b&0xffffffffffff)
 }
+
+// uint64 draws a number for a resource the emulator picks, such as an
+// IPv6 block.
+func (g *idGen) uint64() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rng.Uint64()
+}

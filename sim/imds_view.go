@@ -38,7 +38,7 @@ func (c *Cloud) recordIMDSLocked(now time.Time) {
 	}
 	for _, in := range c.instanceOrder {
 		h := &in.imds
-		fp := mix(h.acc, hashString(in.state), hashString(strings.Join(in.primaryENI.groups, ",")), uint64(in.primaryENI.primary.As4()[3]))
+		fp := mix(h.acc, uint64(len(c.vpcIPv6)), hashString(in.state), hashString(strings.Join(in.primaryENI.groups, ",")), uint64(in.primaryENI.primary.As4()[3]))
 		if n := len(h.entries); n == 0 || fp != h.fp {
 			files := c.imdsFilesLocked(in)
 			if n == 0 || !reflect.DeepEqual(h.entries[n-1].files, files) {
@@ -70,6 +70,17 @@ func (e *eni) fingerprint() uint64 {
 	for _, q := range e.prefixes {
 		b := q.Addr().As4()
 		h = fold(h, uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3])|uint64(q.Bits())<<32)
+	}
+	for _, a := range e.ipv6s {
+		h = fold(h, hostOffset(a))
+	}
+	for _, q := range e.ipv6Prefixes {
+		h = fold(h, hostOffset(q.Addr())^0x80)
+	}
+	// A subnet's /64 (AssociateSubnetCidrBlock) and the VPC's blocks
+	// (AssociateVpcCidrBlock) change what IMDS shows for the ENI too.
+	if e.subnet.ipv6 != nil {
+		h = fold(h, hashString(e.subnet.ipv6.cidr.String()))
 	}
 	return h
 }
@@ -142,9 +153,12 @@ func (c *Cloud) imdsFilesLocked(in *instance) map[string]string {
 		md + "placement/region":            c.region,
 		md + "services/domain":             "amazonaws.com",
 	}
-	var vpcCIDRs []string
+	var vpcCIDRs, vpc6 []string
 	for _, p := range c.vpcCIDRs {
 		vpcCIDRs = append(vpcCIDRs, p.String())
+	}
+	for _, b := range c.vpcIPv6 {
+		vpc6 = append(vpc6, b.cidr.String())
 	}
 	primary := in.primaryENI
 	if in.state == instanceRunning {
@@ -153,6 +167,11 @@ func (c *Cloud) imdsFilesLocked(in *instance) map[string]string {
 		f[md+"hostname"] = c.privateDNS(primary.primary.String())
 		f[md+"mac"] = primary.mac
 		f[md+"security-groups"] = strings.Join(primary.groups, "\n")
+		// The instance's IPv6 address: the primary ENI's first, as EC2
+		// shows it, and absent when it has none.
+		if len(primary.ipv6s) > 0 {
+			f[md+"ipv6"] = primary.ipv6s[0].String()
+		}
 	}
 	for _, e := range c.attachedENIsLocked(in) {
 		if e.status == statusAttaching {
@@ -187,6 +206,7 @@ func (c *Cloud) imdsFilesLocked(in *instance) map[string]string {
 		if len(prefixes) > 0 {
 			f[dir+"ipv4-prefix"] = strings.Join(prefixes, "\n")
 		}
+		c.imdsIPv6Locked(f, dir, e, vpc6)
 	}
 	doc, _ := json.MarshalIndent(map[string]any{
 		"accountId":        c.accountID,
@@ -202,4 +222,31 @@ func (c *Cloud) imdsFilesLocked(in *instance) map[string]string {
 	}, "", "  ")
 	f["dynamic/instance-identity/document"] = string(doc)
 	return f
+}
+
+// imdsIPv6Locked adds the IPv6 entries of an ENI's directory as EC2's
+// IMDS has them: ipv6s and ipv6-prefix only when the ENI holds IPv6
+// addresses or /80 prefixes, subnet-ipv6-cidr-blocks whenever its subnet
+// has a /64 and vpc-ipv6-cidr-blocks whenever the VPC has a block, with
+// or without addresses on the ENI; lists one item a line.
+func (c *Cloud) imdsIPv6Locked(f map[string]string, dir string, e *eni, vpc6 []string) {
+	var ips, prefixes []string
+	for _, a := range e.ipv6s {
+		ips = append(ips, a.String())
+	}
+	for _, q := range e.ipv6Prefixes {
+		prefixes = append(prefixes, q.String())
+	}
+	if len(ips) > 0 {
+		f[dir+"ipv6s"] = strings.Join(ips, "\n")
+	}
+	if len(prefixes) > 0 {
+		f[dir+"ipv6-prefix"] = strings.Join(prefixes, "\n")
+	}
+	if e.subnet.ipv6 != nil {
+		f[dir+"subnet-ipv6-cidr-blocks"] = e.subnet.ipv6.cidr.String()
+	}
+	if len(vpc6) > 0 {
+		f[dir+"vpc-ipv6-cidr-blocks"] = strings.Join(vpc6, "\n")
+	}
 }

@@ -33,6 +33,19 @@ type InterfaceInfo struct {
 	SubnetCIDR    netip.Prefix
 	Addresses     []netip.Addr // primary first
 	Prefixes      []netip.Prefix
+	// SubnetIPv6CIDR is invalid for an IPv4-only subnet.
+	SubnetIPv6CIDR netip.Prefix
+	IPv6Addresses  []netip.Addr
+	IPv6Prefixes   []netip.Prefix
+}
+
+// assignOnCreation is the IPv6 address a subnet that assigns one on
+// creation gives a new ENI, or none.
+func assignOnCreation(sn *subnet) []netip.Addr {
+	if !sn.assignIPv6OnCreation {
+		return nil
+	}
+	return sn.ipv6.pool.takeAny(1)
 }
 
 // Instances lists every instance in topology order.
@@ -66,7 +79,7 @@ func (c *Cloud) Interfaces(instanceID string) ([]InterfaceInfo, error) {
 			return fmt.Errorf("interfaces: instance %s does not exist", instanceID)
 		}
 		for _, e := range c.attachedENIsLocked(in) {
-			out = append(out, InterfaceInfo{
+			info := InterfaceInfo{
 				ID:               e.id,
 				MAC:              e.mac,
 				DeviceIndex:      e.att.deviceIndex,
@@ -77,7 +90,13 @@ func (c *Cloud) Interfaces(instanceID string) ([]InterfaceInfo, error) {
 				SubnetCIDR:       e.subnet.cidr,
 				Addresses:        e.addresses(),
 				Prefixes:         slices.Clone(e.prefixes),
-			})
+				IPv6Addresses:    slices.Clone(e.ipv6s),
+				IPv6Prefixes:     slices.Clone(e.ipv6Prefixes),
+			}
+			if e.subnet.ipv6 != nil {
+				info.SubnetIPv6CIDR = e.subnet.ipv6.cidr
+			}
+			out = append(out, info)
 		}
 		return nil
 	})
@@ -122,6 +141,7 @@ func (c *Cloud) launch(spec InstanceSpec, now time.Time) error {
 	}
 	e := c.newENILocked(sn, primary, groups, "Primary network interface")
 	e.connTrack = spec.ConnectionTracking.connTrack()
+	e.ipv6s = assignOnCreation(sn)
 	e.status = statusInUse
 	e.att = &attachment{
 		id:                  c.ids.resource("eni-attach"),
@@ -184,6 +204,14 @@ func (c *Cloud) deleteENILocked(e *eni) {
 	}
 	for _, p := range e.prefixes {
 		e.subnet.pool.releasePrefix(p)
+	}
+	// An ENI's IPv6 addresses come from the subnet's /64, which a subnet
+	// keeps once associated, so the pool is there to take them back.
+	for _, a := range e.ipv6s {
+		e.subnet.ipv6.pool.release(a)
+	}
+	for _, q := range e.ipv6Prefixes {
+		e.subnet.ipv6.pool.releasePrefix(q)
 	}
 	delete(c.enis, e.id)
 }

@@ -27,6 +27,28 @@ type subnet struct {
 	cidr netip.Prefix
 	tags map[string]string
 	pool *pool
+	// ipv6 is the subnet's IPv6 /64, nil while it has none (IPv4-only).
+	ipv6 *subnetIPv6
+	// ipv6Native marks an IPv6-only subnet. EC2 gives its ENIs no IPv4
+	// address; the emulator still gives each a primary IPv4 from cidr,
+	// because the fabric and the agent's host plumbing key ENIs by it.
+	ipv6Native bool
+	// assignIPv6OnCreation gives every ENI created in the subnet one IPv6
+	// address unless the request says Ipv6AddressCount=0.
+	assignIPv6OnCreation bool
+}
+
+// subnetIPv6 is a subnet's IPv6 CIDR block association.
+type subnetIPv6 struct {
+	assocID string
+	cidr    netip.Prefix
+	pool    *pool6
+}
+
+// vpcIPv6 is one of the VPC's IPv6 CIDR block associations.
+type vpcIPv6 struct {
+	assocID string
+	cidr    netip.Prefix
 }
 
 type instance struct {
@@ -43,14 +65,18 @@ type instance struct {
 }
 
 type eni struct {
-	id              string
-	seq             int
-	subnet          *subnet
-	description     string
-	mac             string
-	primary         netip.Addr
-	secondaries     []netip.Addr
-	prefixes        []netip.Prefix
+	id          string
+	seq         int
+	subnet      *subnet
+	description string
+	mac         string
+	primary     netip.Addr
+	secondaries []netip.Addr
+	prefixes    []netip.Prefix
+	// ipv6s and ipv6Prefixes are the ENI's IPv6 addresses and /80
+	// prefixes, from its subnet's /64.
+	ipv6s           []netip.Addr
+	ipv6Prefixes    []netip.Prefix
 	groups          []string
 	tags            map[string]string
 	status          string
@@ -117,6 +143,11 @@ func (e *eni) slotLimit() int {
 	}
 	return maxSlotsUnattached
 }
+
+// ipv6Slots is how many of the ENI's IPv6 slots are used: EC2 allows
+// as many IPv6 addresses per interface as IPv4 addresses, and counts each
+// /80 prefix as one of them.
+func (e *eni) ipv6Slots() int { return len(e.ipv6s) + len(e.ipv6Prefixes) }
 
 func (e *eni) hasAddress(a netip.Addr) bool {
 	return a == e.primary || slices.Contains(e.secondaries, a)

@@ -48,6 +48,16 @@ func lookupAction(name string) actionFunc {
 		return (*Cloud).assignPrivateIPAddresses
 	case "UnassignPrivateIpAddresses":
 		return (*Cloud).unassignPrivateIPAddresses
+	case "AssignIpv6Addresses":
+		return (*Cloud).assignIPv6Addresses
+	case "UnassignIpv6Addresses":
+		return (*Cloud).unassignIPv6Addresses
+	case "AssociateVpcCidrBlock":
+		return (*Cloud).associateVPCCIDRBlock
+	case "AssociateSubnetCidrBlock":
+		return (*Cloud).associateSubnetCIDRBlock
+	case "DescribeVpcs":
+		return (*Cloud).describeVPCs
 	case "CreateTags":
 		return (*Cloud).createTags
 	case "DeleteTags":

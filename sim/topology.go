@@ -41,6 +41,9 @@ type Topology struct {
 type VPCSpec struct {
 	ID    string   `json:"id"`
 	CIDRs []string `json:"cidrs"`
+	// IPv6CIDR is the VPC's Amazon-provided IPv6 /56; empty leaves the
+	// VPC IPv4-only (AssociateVpcCidrBlock can add one while running).
+	IPv6CIDR string `json:"ipv6Cidr,omitempty"`
 }
 
 // SubnetSpec is one subnet of the VPC.
@@ -49,6 +52,17 @@ type SubnetSpec struct {
 	AZ   string            `json:"az"`
 	CIDR string            `json:"cidr"`
 	Tags map[string]string `json:"tags,omitempty"`
+	// IPv6CIDR is the subnet's IPv6 /64, inside vpc.ipv6Cidr; empty
+	// leaves the subnet IPv4-only.
+	IPv6CIDR string `json:"ipv6Cidr,omitempty"`
+	// IPv6Native makes the subnet IPv6-only (it needs ipv6Cidr). EC2
+	// gives such a subnet's ENIs no IPv4 address; the emulator still
+	// gives each a primary IPv4 from cidr (see README.md).
+	IPv6Native bool `json:"ipv6Native,omitempty"`
+	// AssignIPv6AddressOnCreation gives every ENI created in the subnet,
+	// instances' primary ENIs included, one IPv6 address. Always on in
+	// an IPv6-only subnet, as EC2 requires.
+	AssignIPv6AddressOnCreation bool `json:"assignIpv6AddressOnCreation,omitempty"`
 }
 
 // InstanceTypeSpec defines an instance type the limits table does not

@@ -88,6 +88,9 @@ func (c *Cloud) attachAtLaunchLocked(in *instance, specs []InterfaceSpec, groups
 		}
 		e := c.newENILocked(sn, primary, groups, fmt.Sprintf("%s interface %d of %s", itype, j, in.id))
 		e.interfaceType, e.secondaries, e.tags = itype, secondaries, cloneTags(spec.Tags)
+		if itype != interfaceEFAOnly {
+			e.ipv6s = assignOnCreation(sn)
+		}
 		e.status = statusInUse
 		e.att = &attachment{
 			id:                  c.ids.resource("eni-attach"),

@@ -31,6 +31,14 @@ func (t *Topology) validate() error {
 		}
 		vpcCIDRs = append(vpcCIDRs, p)
 	}
+	var vpc6 netip.Prefix
+	if t.VPC.IPv6CIDR != "" {
+		p, err := parseIPv6Prefix(t.VPC.IPv6CIDR, 56)
+		if err != nil {
+			return at("vpc.ipv6Cidr", fmt.Errorf("vpc %s: ipv6Cidr: %w", t.VPC.ID, err))
+		}
+		vpc6 = p
+	}
 	if len(t.Subnets) == 0 {
 		return errors.New("subnets: at least one subnet is required")
 	}
@@ -63,6 +71,9 @@ func (t *Topology) validate() error {
 			}
 		}
 		seen = append(seen, p)
+		if err := s.validateIPv6(vpc6, t.Subnets[:i]); err != nil {
+			return at(fmt.Sprintf("subnets[%d]", i), fmt.Errorf("subnet %s: %w", s.ID, err))
+		}
 	}
 	if len(t.SecurityGroups) == 0 {
 		return errors.New("securityGroups: at least one group is required (the first is the VPC default)")
@@ -191,6 +202,53 @@ func parseIPv4Prefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("cidr %q: only IPv4 is emulated", s)
 	}
 	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("cidr %q has host bits set (did you mean %s?)", s, p.Masked())
+	}
+	return p, nil
+}
+
+// validateIPv6 checks a subnet's IPv6 settings against the VPC's /56
+// (invalid when the VPC has none) and the subnets before it.
+func (s SubnetSpec) validateIPv6(vpc6 netip.Prefix, before []SubnetSpec) error {
+	if s.IPv6CIDR == "" {
+		switch {
+		case s.IPv6Native:
+			return errors.New("ipv6Native needs ipv6Cidr: an IPv6-only subnet has an IPv6 /64")
+		case s.AssignIPv6AddressOnCreation:
+			return errors.New("assignIpv6AddressOnCreation needs ipv6Cidr")
+		}
+		return nil
+	}
+	p, err := parseIPv6Prefix(s.IPv6CIDR, 64)
+	if err != nil {
+		return fmt.Errorf("ipv6Cidr: %w", err)
+	}
+	if !vpc6.IsValid() {
+		return fmt.Errorf("ipv6Cidr %s: the VPC has no ipv6Cidr", p)
+	}
+	if !vpc6.Contains(p.Addr()) {
+		return fmt.Errorf("ipv6Cidr %s is outside the VPC's %s", p, vpc6)
+	}
+	for _, o := range before {
+		if q, _ := netip.ParsePrefix(o.IPv6CIDR); q == p { // checked before
+			return fmt.Errorf("ipv6Cidr %s is subnet %s's too", p, o.ID)
+		}
+	}
+	return nil
+}
+
+// parseIPv6Prefix reads an IPv6 CIDR of exactly bits bits, the only
+// sizes Amazon-provided blocks come in (/56 for a VPC, /64 for a subnet).
+func parseIPv6Prefix(s string, bits int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return netip.Prefix{}, fmt.Errorf("cidr %q: %w", s, err)
+	case !p.Addr().Is6() || p.Addr().Is4In6():
+		return netip.Prefix{}, fmt.Errorf("cidr %q is not IPv6", s)
+	case p.Bits() != bits:
+		return netip.Prefix{}, fmt.Errorf("cidr %q: want a /%d", s, bits)
+	case p.Masked() != p:
 		return netip.Prefix{}, fmt.Errorf("cidr %q has host bits set (did you mean %s?)", s, p.Masked())
 	}
 	return p, nil

@@ -28,6 +28,15 @@ type xmlPrefix struct {
 	IPv4Prefix string `xml:"ipv4Prefix"`
 }
 
+type xmlIPv6Address struct {
+	IPv6Address   string `xml:"ipv6Address"`
+	IsPrimaryIPv6 bool   `xml:"isPrimaryIpv6"`
+}
+
+type xmlIPv6Prefix struct {
+	IPv6Prefix string `xml:"ipv6Prefix"`
+}
+
 type xmlENIAttachment struct {
 	AttachmentID        string `xml:"attachmentId"`
 	InstanceID          string `xml:"instanceId,omitempty"`
@@ -57,6 +66,9 @@ type xmlENI struct {
 	Attachment         *xmlENIAttachment `xml:"attachment,omitempty"`
 	PrivateIPs         []xmlPrivateIP    `xml:"privateIpAddressesSet>item"`
 	Prefixes           []xmlPrefix       `xml:"ipv4PrefixSet>item"`
+	IPv6Addresses      []xmlIPv6Address  `xml:"ipv6AddressesSet>item"`
+	IPv6Prefixes       []xmlIPv6Prefix   `xml:"ipv6PrefixSet>item"`
+	IPv6Native         bool              `xml:"ipv6Native"`
 	Tags               []xmlTag          `xml:"tagSet>item"`
 	ConnTrack          *xmlConnTrack     `xml:"connectionTrackingConfiguration,omitempty"`
 }
@@ -136,6 +148,15 @@ func (c *Cloud) xmlENI(e *eni) xmlENI {
 		Prefixes:           xmlPrefixes(e),
 		Tags:               xmlTags(e.tags),
 		ConnTrack:          e.connTrack.xml(),
+		IPv6Native:         e.subnet.ipv6Native,
+	}
+	// No address is the ENI's primary IPv6 (EnablePrimaryIpv6 is not
+	// emulated), so, as in EC2, the ENI has no ipv6Address of its own.
+	for _, a := range e.ipv6s {
+		x.IPv6Addresses = append(x.IPv6Addresses, xmlIPv6Address{IPv6Address: a.String()})
+	}
+	for _, q := range e.ipv6Prefixes {
+		x.IPv6Prefixes = append(x.IPv6Prefixes, xmlIPv6Prefix{IPv6Prefix: q.String()})
 	}
 	if e.att != nil {
 		x.Attachment = &xmlENIAttachment{

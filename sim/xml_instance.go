@@ -45,6 +45,8 @@ type xmlInstanceENI struct {
 	Attachment         xmlInstanceAttachment `xml:"attachment"`
 	PrivateIPs         []xmlPrivateIP        `xml:"privateIpAddressesSet>item"`
 	Prefixes           []xmlPrefix           `xml:"ipv4PrefixSet>item"`
+	IPv6Addresses      []xmlIPv6Address      `xml:"ipv6AddressesSet>item"`
+	IPv6Prefixes       []xmlIPv6Prefix       `xml:"ipv6PrefixSet>item"`
 	ConnTrack          *xmlConnTrack         `xml:"connectionTrackingConfiguration,omitempty"`
 }
 
@@ -103,6 +105,7 @@ func (c *Cloud) xmlInstanceLocked(in *instance) xmlInstance {
 	x.SourceDestCheck = in.primaryENI.sourceDestCheck
 	x.Groups = xmlGroups(in.primaryENI.groups)
 	for _, e := range c.attachedENIsLocked(in) {
+		ipv6 := c.xmlENI(e) // the IPv6 sets are the same in both shapes
 		x.Interfaces = append(x.Interfaces, xmlInstanceENI{
 			NetworkInterfaceID: e.id,
 			SubnetID:           e.subnet.id,
@@ -124,9 +127,11 @@ func (c *Cloud) xmlInstanceLocked(in *instance) xmlInstance {
 				AttachTime:          ec2Time(e.att.attachTime),
 				DeleteOnTermination: e.att.deleteOnTermination,
 			},
-			PrivateIPs: c.xmlPrivateIPs(e),
-			Prefixes:   xmlPrefixes(e),
-			ConnTrack:  e.connTrack.xml(),
+			PrivateIPs:    c.xmlPrivateIPs(e),
+			Prefixes:      xmlPrefixes(e),
+			IPv6Addresses: ipv6.IPv6Addresses,
+			IPv6Prefixes:  ipv6.IPv6Prefixes,
+			ConnTrack:     e.connTrack.xml(),
 		})
 	}
 	return x
