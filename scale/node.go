@@ -399,10 +399,11 @@ func (n *node) quiet() bool {
 }
 
 // nodeDisk is a node's disk as its agent sees it (agent.Disk): the
-// checkpoint file's bytes, kept across the agent's restarts. Every write
-// lands.
+// checkpoint file's bytes and the agent's other state files (the
+// preflight record), kept across the agent's restarts. Every write lands.
 type nodeDisk struct {
 	bytes []byte
+	files map[string][]byte
 }
 
 var _ agent.Disk = (*nodeDisk)(nil)
@@ -428,3 +429,19 @@ func (d *nodeDisk) Save(_ string, s checkpoint.State) error {
 }
 
 func (d *nodeDisk) InstallConf(string, string, cniconf.Options) error { return nil }
+
+func (d *nodeDisk) ReadFile(path string) ([]byte, error) {
+	b, ok := d.files[path]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
+	return slices.Clone(b), nil
+}
+
+func (d *nodeDisk) WriteFile(path string, data []byte) error {
+	if d.files == nil {
+		d.files = map[string][]byte{}
+	}
+	d.files[path] = slices.Clone(data)
+	return nil
+}
