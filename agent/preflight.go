@@ -208,10 +208,15 @@ func (a *Agent) refused(err error) {
 
 // probeCalls are the actions a probe calls, each once, for the budget:
 // the primary ENI's read, then every DryRun the features need.
+// CreateTags is asked with a CreateNetworkInterface DryRun (tags on
+// create), so it is that action's call.
 func (a *Agent) probeCalls() []string {
 	calls := []string{"DescribeNetworkInterfaces"}
 	for _, need := range a.neededFeatures(a.info().self.InstanceType) {
 		for _, action := range need.actions {
+			if action == "CreateTags" {
+				action = "CreateNetworkInterface"
+			}
 			if !slices.Contains(calls, action) && len(calls) < budgetapi.MaxNames {
 				calls = append(calls, action)
 			}
@@ -250,31 +255,56 @@ func (a *Agent) probe(ctx context.Context) introspect.IAMStatus {
 			return st
 		}
 	}
-	// The primary ENI's attachment, which Detach and Modify name.
+	// The primary ENI's attachment, which Detach and Modify name. The
+	// read is a real DescribeNetworkInterfaces call: its answer is that
+	// action's, with no DryRun besides (one call per action, as the
+	// budget granted).
 	var attachErr error
 	if enis, err := a.cloud.DescribeENIs(ctx, self.Primary.ID); err != nil {
 		attachErr = err
-	} else if len(enis) == 1 && enis[0].Attachment != nil {
-		t.AttachmentID = enis[0].Attachment.ID
+		if cloud.IsUnauthorized(err) {
+			answers["DescribeNetworkInterfaces"] = err
+		}
+	} else {
+		answers["DescribeNetworkInterfaces"] = nil
+		if len(enis) == 1 && enis[0].Attachment != nil {
+			t.AttachmentID = enis[0].Attachment.ID
+		}
 	}
 	for _, need := range a.neededFeatures(self.InstanceType) {
 		for _, action := range need.actions {
 			switch {
-			case action == "CreateTags":
+			case action == "CreateNetworkInterface" || action == "CreateTags":
 				// Tags on create: CreateNetworkInterface with the
-				// agent's tags, once it is allowed without them.
-				if answers["CreateNetworkInterface"] != nil {
-					continue
-				}
-				if _, done := answers["CreateTags"]; done {
+				// agent's tags answers both when it is allowed, in one
+				// call. Only when it is refused is it asked without
+				// tags, to tell which of the two is missing.
+				if _, done := answers[action]; done {
 					continue
 				}
 				tagged := t
 				tagged.WithTags = true
 				err := a.cloud.DryRun(ctx, "CreateNetworkInterface", tagged)
-				answers["CreateTags"] = err
-				if err != nil && !cloud.IsUnauthorized(err) {
-					unknown("CreateTags", err)
+				switch {
+				case err == nil:
+					answers["CreateNetworkInterface"], answers["CreateTags"] = nil, nil
+				case !cloud.IsUnauthorized(err):
+					answers["CreateNetworkInterface"], answers["CreateTags"] = err, err
+					unknown("CreateNetworkInterface", err)
+				default:
+					plain := a.cloud.DryRun(ctx, "CreateNetworkInterface", t)
+					answers["CreateNetworkInterface"] = plain
+					switch {
+					case plain == nil:
+						answers["CreateTags"] = err
+					case cloud.IsUnauthorized(plain):
+						// Create itself is refused: whether tags would be
+						// is unknown, and matters only once it is not.
+						answers["CreateTags"] = nil
+					default:
+						answers["CreateTags"] = nil
+						unknown("CreateNetworkInterface", plain)
+					}
 				}
 			case (action == "DetachNetworkInterface" || action == "ModifyNetworkInterfaceAttribute") && t.AttachmentID == "":
 				// Both name an attachment, and only DescribeNetworkInterfaces

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/sim"
 )
 
@@ -135,5 +136,42 @@ func TestAnUnauthorizedCallInvalidatesTheRecord(t *testing.T) {
 	startPreflighted(t, n)
 	if w.dryRuns() == before {
 		t.Error("the start after a refusal made no DryRun probe: the invalidated record still vouched")
+	}
+}
+
+// With a budget controller the probes are granted before they are made,
+// and each action is probed with one call, as a grant counts it: tags on
+// create are asked with the create itself, and the primary ENI's real
+// read answers for DescribeNetworkInterfaces (they were two calls each).
+func TestEveryProbeIsGrantedByTheBudgetController(t *testing.T) {
+	w := newWorld(t)
+	ctl := newController(t)
+	n := w.node("i-node1", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1"})
+	n.budget = budgetapi.NewClient(budgetapi.ClientOptions{Node: "i-node1",
+		Endpoint: func(context.Context) (string, error) { return ctl.url, nil }})
+	a := startPreflighted(t, n)
+	a.stop() // no job runs on: the counts below hold still
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for action, k := range w.dry {
+		if made, granted := k+w.calls[action], ctl.count(ctl.granted, action); made > granted {
+			t.Errorf("%s: %d calls (%d DryRun), %d granted by the controller", action, made, k, granted)
+		}
+	}
+}
+
+// A role that may not create ENIs at all is told so, not told it lacks
+// CreateTags: the create is asked again without tags to tell which.
+func TestPreflightTellsAMissingCreateFromMissingTags(t *testing.T) {
+	w := newWorldOf(t, strings.Replace(restrictedTopology, "deny: [DeleteNetworkInterface, CreateTags]", "deny: [CreateNetworkInterface]", 1))
+	a := w.node("i-node1", nil).start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if a.Permitted(ctx, FeatureGrow) {
+		t.Fatal("growth permitted without ec2:CreateNetworkInterface")
+	}
+	st := a.pre.snapshot()
+	if len(st.Missing) != 1 || st.Missing[0].Action != "ec2:CreateNetworkInterface" {
+		t.Errorf("missing %+v; want ec2:CreateNetworkInterface alone", st.Missing)
 	}
 }
