@@ -81,6 +81,8 @@ type preflight struct {
 	status introspect.IAMStatus
 	done   chan struct{} // closed after the first pass
 	once   sync.Once
+	// kicked is when a refused call last started a pass.
+	kicked time.Time
 	// fileMu serialises the record's reads and writes (config's
 	// PreflightPath): jobs invalidate it from their own goroutines.
 	fileMu sync.Mutex
@@ -192,14 +194,33 @@ func (a *Agent) Preflight(ctx context.Context) (probed bool) {
 	return true
 }
 
+// preflightReprobeEvery spaces the passes a refused call starts: a
+// denial DryRun does not reproduce (a condition on tags, IAM's eventual
+// consistency) would otherwise start a pass, six tokens, at every growth
+// retry.
+const preflightReprobeEvery = time.Hour
+
 // refused tells the preflight of a real call EC2 refused: an unauthorized
 // answer means the permissions changed since the last pass, so the
-// record stops vouching and vpcnetd probes again.
+// record stops vouching and vpcnetd probes again (at most once per
+// preflightReprobeEvery). A refused action DryRun cannot ask about
+// (notProbed) changes neither: a probe would find nothing, and record a
+// pass again; the machine names it to the pods and in /v1/status.
 func (a *Agent) refused(err error) {
-	if err == nil || !cloud.IsUnauthorized(err) {
+	if err == nil || !cloud.IsUnauthorized(err) || slices.Contains(notProbed, cloud.ErrorAction(err)) {
 		return
 	}
 	a.invalidatePreflight(err)
+	a.pre.mu.Lock()
+	now := a.now()
+	kick := a.pre.kicked.IsZero() || now.Sub(a.pre.kicked) >= preflightReprobeEvery
+	if kick {
+		a.pre.kicked = now
+	}
+	a.pre.mu.Unlock()
+	if !kick {
+		return
+	}
 	select {
 	case a.pre.again <- struct{}{}:
 	default:

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/sim"
 )
@@ -173,5 +175,26 @@ func TestPreflightTellsAMissingCreateFromMissingTags(t *testing.T) {
 	st := a.pre.snapshot()
 	if len(st.Missing) != 1 || st.Missing[0].Action != "ec2:CreateNetworkInterface" {
 		t.Errorf("missing %+v; want ec2:CreateNetworkInterface alone", st.Missing)
+	}
+}
+
+// EC2 cannot dry-run AssignPrivateIpAddresses: a probe would find nothing
+// and record a pass again, so a refused assign leaves the record alone
+// (the machine names the refusal to the pods), where a refused probed
+// action voids it.
+func TestARefusedActionNoProbeCanAskAboutLeavesTheRecord(t *testing.T) {
+	w := newWorld(t)
+	a := startPreflighted(t, w.node("i-node1", nil))
+	denied := func(action string) error {
+		return &smithy.OperationError{ServiceID: "EC2", OperationName: action,
+			Err: &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "not authorized to perform: ec2:" + action}}
+	}
+	a.refused(denied("AssignPrivateIpAddresses"))
+	if r := readRecord(t, a); r.Invalidated != "" {
+		t.Errorf("a refused AssignPrivateIpAddresses voided the record (%q); no probe can ask about it", r.Invalidated)
+	}
+	a.refused(denied("AttachNetworkInterface"))
+	if r := readRecord(t, a); !strings.Contains(r.Invalidated, "AttachNetworkInterface") {
+		t.Errorf("a refused AttachNetworkInterface left the record vouching (invalidated %q)", r.Invalidated)
 	}
 }
