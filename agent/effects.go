@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
@@ -9,6 +10,7 @@ import (
 	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cniconf"
+	"github.com/vpcnet/vpcnet/internal/atomicfile"
 )
 
 // Effects is how the owner's work runs: when, and on what. The owner
@@ -56,7 +58,8 @@ func (g goroutines) Sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // Disk holds the files the agent's state lives in: the checkpoint, read
-// at start and replaced by the store, and the CNI configuration, written
+// at start and replaced by the store, the record of a passed IAM
+// preflight (preflight_record.go), and the CNI configuration, written
 // once the agent can serve. vpcnetd's is the node's file system
 // (Options.Disk nil); a simulation keeps the bytes in memory and decides
 // which writes land.
@@ -70,6 +73,11 @@ type Disk interface {
 	Save(path string, s checkpoint.State) error
 	// InstallConf writes the CNI configuration as cniconf.Install does.
 	InstallConf(dir, name string, opts cniconf.Options) error
+	// ReadFile reads one of the agent's small state files; a missing
+	// one matches fs.ErrNotExist.
+	ReadFile(path string) ([]byte, error)
+	// WriteFile replaces it durably, as Save does the checkpoint.
+	WriteFile(path string, data []byte) error
 }
 
 // files is the node's file system.
@@ -79,4 +87,8 @@ func (files) Load(path string) (checkpoint.State, error) { return disk.Load(path
 func (files) Save(path string, s checkpoint.State) error { return disk.Save(path, s) }
 func (files) InstallConf(dir, name string, o cniconf.Options) error {
 	return cniconf.Install(dir, name, o)
+}
+func (files) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+func (files) WriteFile(path string, data []byte) error {
+	return atomicfile.Write(path, data, 0o600)
 }

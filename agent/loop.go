@@ -135,8 +135,28 @@ func (a *Agent) job(j nodestate.Job) Work {
 		}
 		ev := a.x.Run(ctx, j)
 		a.countJob(j, ev)
+		a.refused(resultErr(ev))
 		tell(ev)
 	}}
+}
+
+// resultErr is the error a job's result carries, if any.
+func resultErr(ev nodestate.Event) error {
+	switch r := ev.(type) {
+	case nodestate.ResyncResult:
+		return r.Err
+	case nodestate.HostResult:
+		return r.Err
+	case nodestate.ActionResult:
+		return r.Err
+	case nodestate.AttachResult:
+		return r.Err
+	case nodestate.DOTResult:
+		return r.Err
+	case nodestate.DeleteResult:
+		return r.Err
+	}
+	return nil
 }
 
 // Submit is a plugin request made by a driver that is the owner itself:

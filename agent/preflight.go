@@ -81,10 +81,18 @@ type preflight struct {
 	status introspect.IAMStatus
 	done   chan struct{} // closed after the first pass
 	once   sync.Once
+	// kicked is when a refused call last started a pass.
+	kicked time.Time
+	// fileMu serialises the record's reads and writes (config's
+	// PreflightPath): jobs invalidate it from their own goroutines.
+	fileMu sync.Mutex
+	// again asks runPreflight for a new pass: a real call was refused
+	// as unauthorized. Kicks coalesce.
+	again chan struct{}
 }
 
 func newPreflight() *preflight {
-	return &preflight{done: make(chan struct{})}
+	return &preflight{done: make(chan struct{}), again: make(chan struct{}, 1)}
 }
 
 // Permitted waits for the preflight's first pass and reports whether
@@ -112,25 +120,130 @@ func (p *preflight) snapshot() introspect.IAMStatus {
 	return st
 }
 
-// runPreflight probes until every action has an answer (allowed or
-// denied), backing off while EC2 does not answer, then stops.
+// runPreflight takes a valid record's word (preflight_record.go), or
+// probes until every action has an answer (allowed or denied), backing
+// off while EC2 does not answer; then it waits until a real call is
+// refused as unauthorized, and probes again at once, so /v1/status,
+// doctor and the log name the permission that went missing.
 func (a *Agent) runPreflight(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		backoff := time.Second
 		for {
-			st := a.probe(ctx)
-			a.notePreflight(st)
-			if len(st.Unknown) == 0 {
+			a.preflightPass(ctx)
+			select {
+			case <-ctx.Done():
 				return
+			case <-a.pre.again:
 			}
-			if !clock.Sleep(a.clk, backoff, ctx.Done()) {
-				return
-			}
-			backoff = min(2*backoff, preflightMaxBackoff)
 		}
 	}()
+}
+
+// preflightPass is one pass of runPreflight.
+func (a *Agent) preflightPass(ctx context.Context) {
+	st, ok, why := a.recordedPreflight()
+	if ok {
+		a.log.Info("IAM preflight: a passed preflight of this node is recorded and still valid; no probe", "checked", st.Checked, "path", a.cfg.PreflightPath())
+		a.notePreflight(st)
+		return
+	}
+	a.log.Info("IAM preflight: probing EC2 with DryRun", "why", why)
+	backoff := time.Second
+	for {
+		st = a.probe(ctx)
+		// Recorded before it is published: whoever learns of the pass
+		// (Permitted) may rely on the next start not probing.
+		a.recordPreflight(st)
+		a.notePreflight(st)
+		if len(st.Unknown) == 0 {
+			return
+		}
+		if !clock.Sleep(a.clk, backoff, ctx.Done()) {
+			return
+		}
+		backoff = min(2*backoff, preflightMaxBackoff)
+	}
+}
+
+// PreflightCalls are the EC2 actions the IAM preflight would call now,
+// for a driver that runs the agent on one thread (the scale driver) and
+// asks a budget before: nil when a valid record vouches for the node's
+// permissions. Call after Start.
+func (a *Agent) PreflightCalls() []string {
+	if _, ok, _ := a.recordedPreflight(); ok {
+		return nil
+	}
+	return a.probeCalls()
+}
+
+// Preflight is one pass of the IAM preflight for a driver that runs the
+// agent on one thread, after Start: the record's word when it is valid,
+// else one probe of every action, recorded when it found every
+// permission. It never waits: actions EC2 did not answer for stay
+// unknown (vpcnetd's runPreflight asks again after a backoff). It
+// reports whether it probed EC2.
+func (a *Agent) Preflight(ctx context.Context) (probed bool) {
+	if st, ok, _ := a.recordedPreflight(); ok {
+		a.notePreflight(st)
+		return false
+	}
+	st := a.probe(ctx)
+	a.recordPreflight(st)
+	a.notePreflight(st)
+	return true
+}
+
+// preflightReprobeEvery spaces the passes a refused call starts: a
+// denial DryRun does not reproduce (a condition on tags, IAM's eventual
+// consistency) would otherwise start a pass, six tokens, at every growth
+// retry.
+const preflightReprobeEvery = time.Hour
+
+// refused tells the preflight of a real call EC2 refused: an unauthorized
+// answer means the permissions changed since the last pass, so the
+// record stops vouching and vpcnetd probes again (at most once per
+// preflightReprobeEvery). A refused action DryRun cannot ask about
+// (notProbed) changes neither: a probe would find nothing, and record a
+// pass again; the machine names it to the pods and in /v1/status.
+func (a *Agent) refused(err error) {
+	if err == nil || !cloud.IsUnauthorized(err) || slices.Contains(notProbed, cloud.ErrorAction(err)) {
+		return
+	}
+	a.invalidatePreflight(err)
+	a.pre.mu.Lock()
+	now := a.now()
+	kick := a.pre.kicked.IsZero() || now.Sub(a.pre.kicked) >= preflightReprobeEvery
+	if kick {
+		a.pre.kicked = now
+	}
+	a.pre.mu.Unlock()
+	if !kick {
+		return
+	}
+	select {
+	case a.pre.again <- struct{}{}:
+	default:
+	}
+}
+
+// probeCalls are the actions a probe calls, each once, for the budget:
+// the primary ENI's read, then every DryRun the features need.
+// CreateTags is asked with a CreateNetworkInterface DryRun (tags on
+// create), so it is that action's call.
+func (a *Agent) probeCalls() []string {
+	calls := []string{"DescribeNetworkInterfaces"}
+	for _, need := range a.neededFeatures(a.info().self.InstanceType) {
+		for _, action := range need.actions {
+			if action == "CreateTags" {
+				action = "CreateNetworkInterface"
+			}
+			if !slices.Contains(calls, action) && len(calls) < budgetapi.MaxNames {
+				calls = append(calls, action)
+			}
+		}
+	}
+	return calls
 }
 
 // probe asks EC2 about every action the features need, once each.
@@ -158,44 +271,61 @@ func (a *Agent) probe(ctx context.Context) introspect.IAMStatus {
 	// a token from the action's bucket is not documented): the budget,
 	// if any, grants the probe's calls as warm-pool work, after pods.
 	if a.budget != nil {
-		calls := []string{"DescribeNetworkInterfaces"}
-		for _, need := range a.neededFeatures(self.InstanceType) {
-			for _, action := range need.actions {
-				if !slices.Contains(calls, action) && len(calls) < budgetapi.MaxNames {
-					calls = append(calls, action)
-				}
-			}
-		}
-		if err := a.budget.Acquire(ctx, calls, func() bool { return false }); err != nil {
+		if err := a.budget.Acquire(ctx, a.probeCalls(), func() bool { return false }); err != nil {
 			unknown("DescribeNetworkInterfaces", err)
 			return st
 		}
 	}
-	// The primary ENI's attachment, which Detach and Modify name.
+	// The primary ENI's attachment, which Detach and Modify name. The
+	// read is a real DescribeNetworkInterfaces call: its answer is that
+	// action's, with no DryRun besides (one call per action, as the
+	// budget granted).
 	var attachErr error
 	if enis, err := a.cloud.DescribeENIs(ctx, self.Primary.ID); err != nil {
 		attachErr = err
-	} else if len(enis) == 1 && enis[0].Attachment != nil {
-		t.AttachmentID = enis[0].Attachment.ID
+		if cloud.IsUnauthorized(err) {
+			answers["DescribeNetworkInterfaces"] = err
+		}
+	} else {
+		answers["DescribeNetworkInterfaces"] = nil
+		if len(enis) == 1 && enis[0].Attachment != nil {
+			t.AttachmentID = enis[0].Attachment.ID
+		}
 	}
 	for _, need := range a.neededFeatures(self.InstanceType) {
 		for _, action := range need.actions {
 			switch {
-			case action == "CreateTags":
+			case action == "CreateNetworkInterface" || action == "CreateTags":
 				// Tags on create: CreateNetworkInterface with the
-				// agent's tags, once it is allowed without them.
-				if answers["CreateNetworkInterface"] != nil {
-					continue
-				}
-				if _, done := answers["CreateTags"]; done {
+				// agent's tags answers both when it is allowed, in one
+				// call. Only when it is refused is it asked without
+				// tags, to tell which of the two is missing.
+				if _, done := answers[action]; done {
 					continue
 				}
 				tagged := t
 				tagged.WithTags = true
 				err := a.cloud.DryRun(ctx, "CreateNetworkInterface", tagged)
-				answers["CreateTags"] = err
-				if err != nil && !cloud.IsUnauthorized(err) {
-					unknown("CreateTags", err)
+				switch {
+				case err == nil:
+					answers["CreateNetworkInterface"], answers["CreateTags"] = nil, nil
+				case !cloud.IsUnauthorized(err):
+					answers["CreateNetworkInterface"], answers["CreateTags"] = err, err
+					unknown("CreateNetworkInterface", err)
+				default:
+					plain := a.cloud.DryRun(ctx, "CreateNetworkInterface", t)
+					answers["CreateNetworkInterface"] = plain
+					switch {
+					case plain == nil:
+						answers["CreateTags"] = err
+					case cloud.IsUnauthorized(plain):
+						// Create itself is refused: whether tags would be
+						// is unknown, and matters only once it is not.
+						answers["CreateTags"] = nil
+					default:
+						answers["CreateTags"] = nil
+						unknown("CreateNetworkInterface", plain)
+					}
 				}
 			case (action == "DetachNetworkInterface" || action == "ModifyNetworkInterfaceAttribute") && t.AttachmentID == "":
 				// Both name an attachment, and only DescribeNetworkInterfaces
@@ -250,6 +380,10 @@ func (a *Agent) notePreflight(st introspect.IAMStatus) {
 	a.pre.once.Do(func() { close(a.pre.done) })
 	if len(st.Missing) == 0 {
 		msg := "every EC2 action the enabled features need is permitted (DryRun)"
+		if st.Recorded {
+			msg += fmt.Sprintf(", as this node's preflight of %s found (recorded; probed again after %s, or after a call refused as unauthorized)",
+				st.Checked.UTC().Format(time.RFC3339), preflightValidity)
+		}
 		if len(st.Unknown) > 0 {
 			msg = "not all known yet: " + strings.Join(st.Unknown, "; ")
 		}

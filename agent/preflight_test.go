@@ -99,10 +99,13 @@ func TestPreflightWithEveryPermissionIsQuiet(t *testing.T) {
 	if len(st.IAM.Missing) != 0 || len(st.IAM.FeaturesOff) != 0 || st.IAM.Checked.IsZero() {
 		t.Errorf("/v1/status iam = %+v", st.IAM)
 	}
-	// Every probe was a DryRun: nothing changed in EC2.
-	if w.dryRunCount("DeleteNetworkInterface") != 1 || w.dryRunCount("DetachNetworkInterface") != 1 || w.dryRunCount("CreateNetworkInterface") != 2 {
-		t.Errorf("probes: %d deletes, %d detaches, %d creates; want one DryRun each, two for create (without and with tags)",
-			w.dryRunCount("DeleteNetworkInterface"), w.dryRunCount("DetachNetworkInterface"), w.dryRunCount("CreateNetworkInterface"))
+	// Every probe was a DryRun: nothing changed in EC2. Each action is
+	// asked once, as a budget grants it: create with tags answers for
+	// both CreateNetworkInterface and CreateTags, and the primary ENI's
+	// read for DescribeNetworkInterfaces.
+	if w.dryRunCount("DeleteNetworkInterface") != 1 || w.dryRunCount("DetachNetworkInterface") != 1 || w.dryRunCount("CreateNetworkInterface") != 1 || w.dryRunCount("DescribeNetworkInterfaces") != 0 {
+		t.Errorf("probes: %d deletes, %d detaches, %d creates, %d describes; want one DryRun each, none for describe",
+			w.dryRunCount("DeleteNetworkInterface"), w.dryRunCount("DetachNetworkInterface"), w.dryRunCount("CreateNetworkInterface"), w.dryRunCount("DescribeNetworkInterfaces"))
 	}
 	if w.callCount("DeleteNetworkInterface") != 0 || w.callCount("DetachNetworkInterface") != 0 {
 		t.Errorf("%d deletes and %d detaches without DryRun on an idle node", w.callCount("DeleteNetworkInterface"), w.callCount("DetachNetworkInterface"))

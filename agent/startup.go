@@ -43,7 +43,7 @@ func (a *Agent) boot(ctx context.Context) error {
 	self := a.info().self
 	a.x = &executor.Executor{Cloud: a.cloud, Host: a.host, InstanceID: self.InstanceID, Self: self,
 		ENIMTU: a.cfg.ENIMTU, Tags: a.cfg.AdditionalENITags, SubnetDiscovery: a.cfg.SubnetDiscovery, CustomNetwork: a.cfg.CustomNetwork,
-		ClusterName: a.cfg.ClusterName}
+		ClusterName: a.cfg.ClusterName, Now: a.clk.Now}
 	if err := a.startStep("load the checkpoint", func() error {
 		var err error
 		a.node, err = a.bootNode(ctx)

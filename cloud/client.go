@@ -111,6 +111,8 @@ type Client struct {
 	log          *slog.Logger
 	now          func() time.Time
 	onThrottled  func(action string)
+	// identity names the credentials' source and owner (Identity).
+	identity string
 
 	// limitsMu guards limitsCache: instance types learned from EC2.
 	limitsMu    sync.Mutex
@@ -147,10 +149,11 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if o.HTTPClient != nil {
 		hc = o.HTTPClient
 	}
-	cfg, err := awsConfig(o, hc)
+	cfg, identity, err := awsConfig(o, hc)
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
 	}
+	c.identity = identity
 
 	c.imds = imds.NewFromConfig(cfg, func(io *imds.Options) {
 		if o.IMDSEndpoint != "" {
@@ -182,6 +185,12 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	})
 	return c, nil
 }
+
+// Identity names where the client's credentials come from and whose they
+// are, as far as the process can tell without asking AWS (a role ARN, a
+// profile, a hash of an access key id; for the instance's role, only
+// that): a change means EC2's answers about permissions may change too.
+func (c *Client) Identity() string { return c.identity }
 
 // Region is the region the client talks to.
 func (c *Client) Region() string { return c.region }

@@ -2,8 +2,10 @@ package cloud
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -53,8 +55,9 @@ import (
 
 // awsConfig builds the SDK configuration: region (empty when neither the
 // options, the environment nor the profile name one: IMDS is asked
-// later), HTTP client, retryer, config sources and credentials.
-func awsConfig(o Options, hc aws.HTTPClient) (aws.Config, error) {
+// later), HTTP client, retryer, config sources and credentials. It also
+// says which identity the credentials are (see Client.Identity).
+func awsConfig(o Options, hc aws.HTTPClient) (aws.Config, string, error) {
 	cfg := aws.Config{
 		Region:        o.Region,
 		HTTPClient:    hc,
@@ -64,15 +67,15 @@ func awsConfig(o Options, hc aws.HTTPClient) (aws.Config, error) {
 	if b := os.Getenv("AWS_CA_BUNDLE"); b != "" && o.HTTPClient == nil {
 		bc, ok := hc.(*awshttp.BuildableClient)
 		if !ok {
-			return cfg, errors.New("AWS_CA_BUNDLE: the HTTP client cannot take a CA bundle")
+			return cfg, "", errors.New("AWS_CA_BUNDLE: the HTTP client cannot take a CA bundle")
 		}
 		pem, err := os.ReadFile(b)
 		if err != nil {
-			return cfg, fmt.Errorf("AWS_CA_BUNDLE: %w", err)
+			return cfg, "", fmt.Errorf("AWS_CA_BUNDLE: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return cfg, fmt.Errorf("AWS_CA_BUNDLE=%s: no PEM certificate in it", b)
+			return cfg, "", fmt.Errorf("AWS_CA_BUNDLE=%s: no PEM certificate in it", b)
 		}
 		cfg.HTTPClient = bc.WithTransportOptions(func(t *http.Transport) {
 			if t.TLSClientConfig == nil {
@@ -87,10 +90,10 @@ func awsConfig(o Options, hc aws.HTTPClient) (aws.Config, error) {
 	}
 	prof, found, err := loadProfile(profName)
 	if err != nil {
-		return cfg, err
+		return cfg, "", err
 	}
 	if profSet && !found {
-		return cfg, fmt.Errorf("AWS_PROFILE=%s: no such profile in %s or %s", profName, credentialsFile(), configFile())
+		return cfg, "", fmt.Errorf("AWS_PROFILE=%s: no such profile in %s or %s", profName, credentialsFile(), configFile())
 	}
 	if cfg.Region == "" {
 		cfg.Region, _ = lookupAny("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -98,43 +101,48 @@ func awsConfig(o Options, hc aws.HTTPClient) (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = prof.values["region"]
 	}
-	p, err := credentialChain(&cfg, prof, profSet, o)
+	p, identity, err := credentialChain(&cfg, prof, profSet, o)
 	if err != nil {
-		return cfg, err
+		return cfg, "", err
 	}
 	cfg.Credentials = aws.NewCredentialsCache(p)
-	return cfg, nil
+	return cfg, identity, nil
 }
 
-// credentialChain picks the source, in the order the comment above gives.
-func credentialChain(cfg *aws.Config, prof profile, profSet bool, o Options) (aws.CredentialsProvider, error) {
+// credentialChain picks the source, in the order the comment above gives,
+// and names the identity it gives: the source and what in it says whose
+// credentials they are (a role ARN, a profile, a hash of an access key
+// id), never a secret.
+func credentialChain(cfg *aws.Config, prof profile, profSet bool, o Options) (aws.CredentialsProvider, string, error) {
 	if o.Credentials != nil {
-		return o.Credentials, nil
+		return o.Credentials, "credentials given by the program", nil
 	}
 	if profSet {
-		return fromProfile(cfg, prof)
+		p, err := fromProfile(cfg, prof)
+		return p, "profile " + prof.name + profileIdentity(prof), err
 	}
 	id, _ := lookupAny("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY")
 	secret, _ := lookupAny("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY")
 	if id != "" && secret != "" {
-		return credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN")), nil
+		return credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN")), "access key " + keyHash(id), nil
 	}
 	if tf := os.Getenv("AWS_WEB_IDENTITY_TOKEN_FILE"); tf != "" {
-		return webIdentity(cfg, os.Getenv("AWS_ROLE_ARN"), tf, os.Getenv("AWS_ROLE_SESSION_NAME"), "AWS_ROLE_ARN")
+		p, err := webIdentity(cfg, os.Getenv("AWS_ROLE_ARN"), tf, os.Getenv("AWS_ROLE_SESSION_NAME"), "AWS_ROLE_ARN")
+		return p, "web identity, role " + os.Getenv("AWS_ROLE_ARN"), err
 	}
 	if len(prof.values) > 0 {
 		if p, err := fromProfile(cfg, prof); p != nil || err != nil {
-			return p, err
+			return p, "profile " + prof.name + profileIdentity(prof), err
 		}
 	}
 	if rel := os.Getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"); rel != "" {
-		return containerCredentials(cfg, "http://169.254.170.2"+rel), nil
+		return containerCredentials(cfg, "http://169.254.170.2"+rel), "container credentials " + rel, nil
 	}
 	if full := os.Getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI"); full != "" {
 		if err := checkContainerURI(full); err != nil {
-			return nil, fmt.Errorf("AWS_CONTAINER_CREDENTIALS_FULL_URI=%s: %w", full, err)
+			return nil, "", fmt.Errorf("AWS_CONTAINER_CREDENTIALS_FULL_URI=%s: %w", full, err)
 		}
-		return containerCredentials(cfg, full), nil
+		return containerCredentials(cfg, full), "container credentials " + full, nil
 	}
 	return ec2rolecreds.New(func(ro *ec2rolecreds.Options) {
 		ro.Client = imds.NewFromConfig(*cfg, func(io *imds.Options) {
@@ -142,7 +150,24 @@ func credentialChain(cfg *aws.Config, prof profile, profSet bool, o Options) (aw
 				io.Endpoint = o.IMDSEndpoint
 			}
 		})
-	}), nil
+	}), "the instance's role (IMDS)", nil
+}
+
+// profileIdentity is what in a profile says whose credentials it gives.
+func profileIdentity(prof profile) string {
+	if id := prof.values["aws_access_key_id"]; id != "" {
+		return ", access key " + keyHash(id)
+	}
+	if r := prof.values["role_arn"]; r != "" {
+		return ", role " + r
+	}
+	return ""
+}
+
+// keyHash names an access key id without writing it down.
+func keyHash(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
 // fromProfile is the profile's static keys or web identity; nil when it

@@ -46,7 +46,7 @@ func writeFile(t *testing.T, path, s string) {
 // access key its credentials resolve to.
 func retrieveKey(t *testing.T, o Options) string {
 	t.Helper()
-	cfg, err := awsConfig(withDefaults(o), awshttp.NewBuildableClient())
+	cfg, _, err := awsConfig(withDefaults(o), awshttp.NewBuildableClient())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestCredentialsAndRegionFromTheSharedFiles(t *testing.T) {
 	dir := isolateAWSEnv(t)
 	writeFile(t, filepath.Join(dir, "config"), "# comment\n[default]\nregion = eu-west-1\n\n[profile other]\nregion = ap-south-1\naws_access_key_id = AKIDOTHERCONFIG\naws_secret_access_key = s\n")
 	writeFile(t, filepath.Join(dir, "credentials"), "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = s\n[other]\naws_access_key_id=AKIDOTHER\naws_secret_access_key=s\n")
-	cfg, err := awsConfig(withDefaults(Options{}), awshttp.NewBuildableClient())
+	cfg, _, err := awsConfig(withDefaults(Options{}), awshttp.NewBuildableClient())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestCredentialsAndRegionFromTheSharedFiles(t *testing.T) {
 		t.Fatalf("access key %q; want profile other's from the credentials file", got)
 	}
 	t.Setenv("AWS_PROFILE", "missing")
-	if _, err := awsConfig(withDefaults(Options{}), awshttp.NewBuildableClient()); err == nil || !strings.Contains(err.Error(), "no such profile") {
+	if _, _, err := awsConfig(withDefaults(Options{}), awshttp.NewBuildableClient()); err == nil || !strings.Contains(err.Error(), "no such profile") {
 		t.Fatalf("AWS_PROFILE naming no profile: err %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestCredentialsAndRegionFromTheSharedFiles(t *testing.T) {
 func TestAProfileOfAnUnsupportedSourceStopsTheAgent(t *testing.T) {
 	dir := isolateAWSEnv(t)
 	writeFile(t, filepath.Join(dir, "config"), "[default]\nsso_start_url = https://example.awsapps.com/start\n")
-	_, err := awsConfig(withDefaults(Options{Region: "us-west-2"}), awshttp.NewBuildableClient())
+	_, _, err := awsConfig(withDefaults(Options{Region: "us-west-2"}), awshttp.NewBuildableClient())
 	if err == nil || !strings.Contains(err.Error(), "sso_start_url is not supported") {
 		t.Fatalf("err %v; want one naming sso_start_url", err)
 	}
@@ -135,7 +135,7 @@ func TestCredentialsFromIRSAWebIdentity(t *testing.T) {
 		}
 	}
 	t.Setenv("AWS_ROLE_ARN", "")
-	if _, err := awsConfig(withDefaults(Options{Region: "us-west-2"}), awshttp.NewBuildableClient()); err == nil || !strings.Contains(err.Error(), "AWS_ROLE_ARN") {
+	if _, _, err := awsConfig(withDefaults(Options{Region: "us-west-2"}), awshttp.NewBuildableClient()); err == nil || !strings.Contains(err.Error(), "AWS_ROLE_ARN") {
 		t.Fatalf("a token file without a role: err %v", err)
 	}
 }
@@ -160,7 +160,7 @@ func TestCredentialsFromPodIdentity(t *testing.T) {
 		t.Fatalf("Authorization %q; want the token file's", auth)
 	}
 	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://192.0.2.1/creds")
-	if _, err := awsConfig(withDefaults(Options{Region: "us-west-2"}), awshttp.NewBuildableClient()); err == nil {
+	if _, _, err := awsConfig(withDefaults(Options{Region: "us-west-2"}), awshttp.NewBuildableClient()); err == nil {
 		t.Fatal("plain http to a host that is neither loopback nor the ECS/EKS address was accepted")
 	}
 }

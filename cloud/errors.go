@@ -18,6 +18,16 @@ func ErrorCode(err error) string {
 	return ""
 }
 
+// ErrorAction is the EC2 action whose call err answers, or "" when err
+// says none (the SDK's operation error names it).
+func ErrorAction(err error) string {
+	var op *smithy.OperationError
+	if errors.As(err, &op) {
+		return op.OperationName
+	}
+	return ""
+}
+
 // ErrorMessage is EC2's message in err, or "" when err is no EC2 answer.
 func ErrorMessage(err error) string {
 	var api smithy.APIError

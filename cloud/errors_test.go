@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -104,5 +105,16 @@ func TestAThrottledCallIsReportedToOnThrottled(t *testing.T) {
 	_ = c.DeleteENI(context.Background(), "eni-2")
 	if len(heard) != 1 || heard[0] != "DeleteNetworkInterface" {
 		t.Fatalf("OnThrottled heard %v; want [DeleteNetworkInterface] once", heard)
+	}
+}
+
+func TestErrorActionNamesTheCallAnErrorAnswers(t *testing.T) {
+	err := fmt.Errorf("assign 2 addresses to eni-1: %w", &smithy.OperationError{ServiceID: "EC2", OperationName: "AssignPrivateIpAddresses",
+		Err: &smithy.GenericAPIError{Code: "UnauthorizedOperation"}})
+	if got := ErrorAction(err); got != "AssignPrivateIpAddresses" {
+		t.Errorf("ErrorAction = %q, want AssignPrivateIpAddresses", got)
+	}
+	if got := ErrorAction(errors.New("no EC2 call")); got != "" {
+		t.Errorf("ErrorAction of an error from no call = %q, want empty", got)
 	}
 }

@@ -131,6 +131,10 @@ func (c Config) CheckpointPath() string { return filepath.Join(c.StateDir, "chec
 // from which it rewrites their rules after a restart.
 func (c Config) HostPortPath() string { return filepath.Join(c.StateDir, "hostports.json") }
 
+// PreflightPath is the file where the agent records an IAM preflight
+// that found every permission, so that a restart need not probe again.
+func (c Config) PreflightPath() string { return filepath.Join(c.StateDir, "preflight.json") }
+
 // CNIConfPath is the CNI configuration file the agent writes when ready.
 func (c Config) CNIConfPath() string { return filepath.Join(c.CNIConfDir, c.CNIConfName) }
 

@@ -160,6 +160,9 @@ type BudgetStatus struct {
 type IAMStatus struct {
 	// Checked is when the last pass ran; zero before the first.
 	Checked time.Time `json:"checked"`
+	// Recorded says no probe ran this start: a pass recorded on the
+	// node (at Checked), still valid, vouches for the permissions.
+	Recorded bool `json:"recorded,omitempty"`
 	// Missing are the actions EC2 refused (UnauthorizedOperation).
 	Missing []MissingPermission `json:"missing,omitempty"`
 	// FeaturesOff are the features the agent runs without because an

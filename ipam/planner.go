@@ -56,6 +56,12 @@ type PlanConfig struct {
 	// fragmented subnet): they are not released when free, they keep
 	// their slot, and their free addresses count as available.
 	KeepForeignBlocks bool
+	// ReleaseFree gives back the free addresses of partly used ENIs
+	// beyond the targets in WARM_ENI_TARGET mode too, which otherwise
+	// keeps them (as aws-node does) and gives back only whole free ENIs.
+	// The agent sets it while its subnet is nearly full: addresses idle
+	// on a node are then what another node's waiting pods lack.
+	ReleaseFree bool
 	// SubnetID and SecurityGroups are given to every new ENI. The agent
 	// chooses them (the primary ENI's, or the ENIConfig's).
 	SubnetID       string
@@ -160,7 +166,7 @@ func Plan(s Snapshot, cfg PlanConfig, lim Limits, now time.Time) ([]Action, Shor
 	} else {
 		budget := p.surplusBlocks()
 		budget = p.detachWhole(budget)
-		if p.mode != modeENIs {
+		if p.mode != modeENIs || p.cfg.ReleaseFree {
 			p.releaseBlocks(budget)
 		}
 	}

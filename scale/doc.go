@@ -27,6 +27,15 @@
 // latency, and a start-up that fails is started again with start-up's
 // backoff, since nothing on the queue can wait.
 //
+// The agents run production's settings (config's defaults: subnet
+// discovery on, among others) unless Options.Settings changes them, and
+// vpcnetd's IAM preflight after start-up (Options.NoPreflight leaves it
+// out): the DryRun probes, asked of the budget controller as warm-pool
+// work, or nothing at all when the node's record of a passed preflight
+// is still valid, as after a restart (agent/preflight_record.go). The
+// report says which settings ran, and counts DryRun probes apart from
+// the calls that change something.
+//
 // With Options.Budget (vpcnet-scale's default, as the chart installs it)
 // every node asks one budget.Ledger, the budget controller's own code,
 // before each job that calls EC2 and every reconcile interval for subnet

@@ -42,6 +42,9 @@ type node struct {
 	jobs int
 	// failedStarts counts the starts that failed in a row.
 	failedStarts int
+	// probeCalls counts the EC2 calls the agent's IAM preflight made
+	// (DryRun probes and its read of the primary ENI) since measure.
+	probeCalls int
 }
 
 // agentProc is one run of the agent on a node: vpcnetd's own agent,
@@ -143,6 +146,9 @@ func (n *node) bootWith(granted bool) {
 		r.booted++
 		fx.up()
 		n.collect()
+		if !r.opts.NoPreflight {
+			n.preflight(gen)
+		}
 		if r.budget != nil {
 			r.budget.watchPressure(n, gen, nil)
 		}
@@ -153,6 +159,31 @@ func (n *node) bootWith(granted bool) {
 			}
 		}
 	})
+}
+
+// preflight is vpcnetd's IAM preflight (runPreflight, which runs beside
+// start-up on a goroutine of its own): a valid record of a passed one
+// vouches and nothing is called; else the probes are asked of the budget
+// controller, if any, as warm-pool work (after every waiting pod), as
+// vpcnetd's budget client asks, and made once. Probes EC2 does not answer
+// (throttled) are not asked again here: vpcnetd asks after a backoff, on
+// a goroutine the event queue does not have.
+func (n *node) preflight(gen int) {
+	r := n.r
+	probe := func() {
+		if n.gen != gen || n.agent == nil {
+			return
+		}
+		before := n.tr.count()
+		n.agent.ag.Preflight(r.ctx)
+		n.probeCalls += n.tr.count() - before
+	}
+	calls := n.agent.ag.PreflightCalls()
+	if calls == nil || r.budget == nil {
+		probe()
+		return
+	}
+	r.budget.acquire(n, gen, calls, func() bool { return false }, probe)
 }
 
 // maxFailedStarts bounds the starts a node tries in a row: a start-up
@@ -399,10 +430,11 @@ func (n *node) quiet() bool {
 }
 
 // nodeDisk is a node's disk as its agent sees it (agent.Disk): the
-// checkpoint file's bytes, kept across the agent's restarts. Every write
-// lands.
+// checkpoint file's bytes and the agent's other state files (the
+// preflight record), kept across the agent's restarts. Every write lands.
 type nodeDisk struct {
 	bytes []byte
+	files map[string][]byte
 }
 
 var _ agent.Disk = (*nodeDisk)(nil)
@@ -428,3 +460,19 @@ func (d *nodeDisk) Save(_ string, s checkpoint.State) error {
 }
 
 func (d *nodeDisk) InstallConf(string, string, cniconf.Options) error { return nil }
+
+func (d *nodeDisk) ReadFile(path string) ([]byte, error) {
+	b, ok := d.files[path]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
+	return slices.Clone(b), nil
+}
+
+func (d *nodeDisk) WriteFile(path string, data []byte) error {
+	if d.files == nil {
+		d.files = map[string][]byte{}
+	}
+	d.files[path] = slices.Clone(data)
+	return nil
+}

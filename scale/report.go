@@ -51,6 +51,22 @@ type Report struct {
 	Wall time.Duration
 	// Budget says the budget controller was installed.
 	Budget bool
+	// Preflight says the agents ran their IAM preflight; SubnetDiscovery
+	// that they discovered subnets for new ENIs; Settings are the agent
+	// settings given (the rest are production's defaults).
+	Preflight       bool
+	SubnetDiscovery bool
+	Settings        map[string]string
+	// DryRuns count the preflight's DryRun probes by action; ProbeCalls
+	// every EC2 call of the preflight (the probes and its read of the
+	// primary ENI), over all nodes, and ProbeCallsMax on the node that
+	// made most.
+	DryRuns       map[string]int
+	ProbeCalls    int
+	ProbeCallsMax int
+	// Mutating counts the calls that change something in EC2 (DryRun
+	// probes not counted).
+	Mutating int
 }
 
 // fill computes the figures at the end of the run.
@@ -70,6 +86,21 @@ func (r *run) fill(rep *Report) {
 			rep.Throttled[a] += k
 		}
 		n.tr.mu.Unlock()
+	}
+	rep.DryRuns = map[string]int{}
+	for _, n := range r.nodes {
+		n.tr.mu.Lock()
+		for a, k := range n.tr.dry {
+			rep.DryRuns[a] += k
+		}
+		n.tr.mu.Unlock()
+		rep.ProbeCalls += n.probeCalls
+		rep.ProbeCallsMax = max(rep.ProbeCallsMax, n.probeCalls)
+	}
+	for a, k := range rep.Calls {
+		if mutating[a] {
+			rep.Mutating += k
+		}
 	}
 	rep.AddFailures = r.addFailures
 	rep.ThrottledPods = len(r.throttledWaits)
@@ -131,6 +162,8 @@ func (rep *Report) Write(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "Without the budget controller: every node on its own budget.\n\n")
 	}
+	fmt.Fprintf(w, "Agent settings: production's defaults%s; subnet discovery %s; IAM preflight %s.\n\n",
+		fmtSettings(rep.Settings), onOff(rep.SubnetDiscovery), onOff(rep.Preflight))
 	fmt.Fprintf(w, "%d nodes (m5.xlarge), %d measured pods; buckets: mutating %d/%.0f per s, Describe %d/%.0f per s (per action); attach delay %s.\n\n",
 		rep.Nodes, rep.Pods, rep.Account.Mutating.Burst, rep.Account.Mutating.Refill, rep.Account.Describe.Burst, rep.Account.Describe.Refill, rep.Account.AttachDelay)
 	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
@@ -148,7 +181,12 @@ func (rep *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "| RequestLimitExceeded answers | %d (%s) |\n", sum(rep.Throttled), fmtCounts(rep.Throttled))
 	fmt.Fprintf(w, "| pods that waited while their node was throttled | %d, %s in all, longest %s |\n", rep.ThrottledPods, fmtDur(rep.ThrottledWait), fmtDur(rep.ThrottledMax))
 	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried) | %d |\n", rep.AddFailures)
-	fmt.Fprintf(w, "| EC2 calls | %d, %s per node |\n", sum(rep.Calls), per(sum(rep.Calls)))
+	fmt.Fprintf(w, "| mutating EC2 calls (DryRun probes not counted) | %d |\n", rep.Mutating)
+	if rep.Preflight {
+		fmt.Fprintf(w, "| IAM preflight: EC2 calls (tokens), DryRun probes and the primary ENI's read | %d, %s per node, at most %d on one node |\n", rep.ProbeCalls, per(rep.ProbeCalls), rep.ProbeCallsMax)
+		fmt.Fprintf(w, "| — DryRun probes | %d (%s) |\n", sum(rep.DryRuns), fmtCounts(rep.DryRuns))
+	}
+	fmt.Fprintf(w, "| EC2 calls (DryRun probes not counted) | %d, %s per node |\n", sum(rep.Calls), per(sum(rep.Calls)))
 	hours := rep.Window.Hours()
 	for _, a := range slices.Sorted(maps.Keys(rep.Calls)) {
 		line := fmt.Sprintf("| — %s per node | %s", a, per(rep.Calls[a]))
@@ -162,6 +200,25 @@ func (rep *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "| wall time | %s |\n", rep.Wall.Round(time.Second))
 	}
 	fmt.Fprintln(w)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// fmtSettings lists the settings a run changed, for the report.
+func fmtSettings(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return ", except " + strings.Join(parts, ", ")
 }
 
 func sum(m map[string]int) int {

@@ -47,18 +47,16 @@ type Options struct {
 	// node asks it before a job calls EC2, as vpcnetd does when
 	// VPCNET_BUDGET_LEASE names a controller that answers.
 	Budget bool
+	// NoPreflight leaves out the agent's IAM preflight, which vpcnetd
+	// runs at every start (its DryRun probes, or the record of a passed
+	// one: agent/preflight_record.go). Zero is production's setting.
+	NoPreflight bool
 }
 
-// driverDefault is an agent setting the driver changes unless
-// Options.Settings names it. The topology tags no subnet for pods, so
-// subnet discovery would only add a DescribeSubnets read to every node's
-// growth: the figures are those of the node's own subnet.
-func driverDefault(name string) (string, bool) {
-	if name == "ENABLE_SUBNET_DISCOVERY" {
-		return "false", true
-	}
-	return "", false
-}
+// The agent's settings are production's (config's defaults, subnet
+// discovery among them) unless Options.Settings names them: the topology
+// tags no subnet for pods, so discovery finds the node's own subnet, as
+// on a cluster that never tagged one, and costs what it costs there.
 
 // Scenario is a named way to load the account.
 type Scenario struct {
@@ -164,10 +162,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
 	cfg, err := config.Load(func(k string) (string, bool) {
-		if v, ok := o.Settings[k]; ok {
-			return v, true
-		}
-		return driverDefault(k)
+		v, ok := o.Settings[k]
+		return v, ok
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent settings: %w", err)
@@ -205,7 +201,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget}
+	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget,
+		Preflight: !o.NoPreflight, SubnetDiscovery: cfg.SubnetDiscovery && !cfg.CustomNetwork, Settings: o.Settings}
 	sc.play(r)
 	if r.err != nil {
 		return nil, r.err
@@ -309,6 +306,7 @@ func (r *run) measure() {
 	r.waiting = 0
 	for _, n := range r.nodes {
 		n.tr.reset()
+		n.probeCalls = 0
 		for _, p := range n.pods {
 			p.measured = false
 		}

@@ -35,6 +35,10 @@ func TestScenariosSmall(t *testing.T) {
 			if rep.LowerBound <= 0 {
 				t.Errorf("no lower bound for a join that needs ENIs")
 			}
+			// New nodes probe their permissions once each.
+			if d := rep.DryRuns["AttachNetworkInterface"+dryRun]; d != nodes {
+				t.Errorf("%d Attach DryRuns for %d new nodes; want one each", d, nodes)
+			}
 		}},
 		{"scale-up", nodes, nodes * 46, nil},
 		{"restart", nodes, nodes, func(t *testing.T, rep *Report) {
@@ -44,6 +48,15 @@ func TestScenariosSmall(t *testing.T) {
 				if mutating[a] && k > 0 {
 					t.Errorf("restart made %d %s calls; want no EC2 change", k, a)
 				}
+			}
+			// Issue 26: with production's IAM preflight, every agent
+			// restarting at once spends at most one token on probes
+			// (the record of the first start's pass vouches).
+			if !rep.Preflight || !rep.SubnetDiscovery {
+				t.Errorf("preflight %v, subnet discovery %v: the scenario must run production's settings", rep.Preflight, rep.SubnetDiscovery)
+			}
+			if rep.ProbeCallsMax > 1 {
+				t.Errorf("a node's preflight made %d EC2 calls during the restart (%d DryRuns: %v); want at most one token per node", rep.ProbeCallsMax, total(rep.DryRuns), rep.DryRuns)
 			}
 		}},
 		// 25 nodes on a /22: about 41 addresses each, fewer than two

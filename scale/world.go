@@ -32,6 +32,9 @@ var mutating = map[string]bool{
 	"ModifyNetworkInterfaceAttribute": true, "CreateTags": true, "AssignIpv6Addresses": true,
 }
 
+// dryRun marks a DryRun request's action in the counts.
+const dryRun = " (DryRun)"
+
 // transport carries one node's SDK requests to the emulator in process:
 // EC2 by default, the node's own IMDS for 169.254.169.254. It counts the
 // node's EC2 calls by action and the RequestLimitExceeded answers, with
@@ -40,8 +43,11 @@ type transport struct {
 	ec2, imds http.Handler
 	now       func() time.Time
 
-	mu        sync.Mutex // guards below
-	calls     map[string]int
+	mu    sync.Mutex // guards below
+	calls map[string]int
+	// dry are the DryRun requests (the IAM preflight's), by action with
+	// the dryRun suffix.
+	dry       map[string]int
 	throttled map[string]int
 	// unreported are the actions refused since the budget controller
 	// was last told.
@@ -52,7 +58,7 @@ type transport struct {
 }
 
 func newTransport(ec2, imds http.Handler, now func() time.Time) *transport {
-	return &transport{ec2: ec2, imds: imds, now: now, calls: map[string]int{}, throttled: map[string]int{}}
+	return &transport{ec2: ec2, imds: imds, now: now, calls: map[string]int{}, dry: map[string]int{}, throttled: map[string]int{}}
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -62,6 +68,7 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		h = t.imds
 	}
 	var action string
+	dry := false
 	if r.Body != nil && !isIMDS {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -69,7 +76,7 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if q, err := url.ParseQuery(string(body)); err == nil {
-			action = q.Get("Action")
+			action, dry = q.Get("Action"), q.Get("DryRun") == "true"
 		}
 	}
 	rec := httptest.NewRecorder()
@@ -81,7 +88,15 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	throttled := resp.StatusCode != http.StatusOK && bytes.Contains(rec.Body.Bytes(), []byte("<Code>RequestLimitExceeded</Code>"))
 	t.mu.Lock()
-	t.calls[action]++
+	if dry {
+		// A DryRun changes nothing, but EC2 counts it against the
+		// action's bucket all the same: counted apart, so "no mutating
+		// call" means no change.
+		action += dryRun
+		t.dry[action]++
+	} else {
+		t.calls[action]++
+	}
 	t.total++
 	if throttled {
 		t.throttled[action]++
@@ -114,7 +129,7 @@ func (t *transport) takeThrottled() []string {
 func (t *transport) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.calls, t.throttled, t.throttledAt, t.total = map[string]int{}, map[string]int{}, nil, 0
+	t.calls, t.dry, t.throttled, t.throttledAt, t.total = map[string]int{}, map[string]int{}, map[string]int{}, nil, 0
 }
 
 // throttledBetween says whether the node heard RequestLimitExceeded in

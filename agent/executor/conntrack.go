@@ -7,14 +7,19 @@ import (
 	"github.com/vpcnet/vpcnet/cloud"
 )
 
-// notePrimaryConnTrack remembers the primary ENI's connection-tracking
-// timeouts from a read of what is attached, as aws-node takes them from
-// each of its reads (DescribeAllENIs): a change an operator makes to
-// the primary ENI reaches the ENIs created after the next read.
-func (x *Executor) notePrimaryConnTrack(ct cloud.ConnTrack) {
+// notePrimary remembers the primary ENI's connection-tracking timeouts
+// from a read of what is attached, as aws-node takes them from each of
+// its reads (DescribeAllENIs): a change an operator makes to the primary
+// ENI reaches the ENIs created after the next read. It also remembers
+// the node's VPC, which never changes, so subnet discovery lists the
+// zone's subnets in one call (subnets.go).
+func (x *Executor) notePrimary(e cloud.ENI) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.primaryCT, x.primaryCTRead = ct, true
+	x.primaryCT, x.primaryCTRead = e.ConnTrack, true
+	if e.VPCID != "" {
+		x.vpcID = e.VPCID
+	}
 }
 
 // primaryConnTrack is the primary ENI's connection-tracking timeouts,
@@ -38,6 +43,6 @@ func (x *Executor) primaryConnTrack(ctx context.Context) (cloud.ConnTrack, error
 	if err != nil {
 		return cloud.ConnTrack{}, fmt.Errorf("no new ENI: the primary ENI %s, whose connection-tracking timeouts it would carry, could not be described: %w", id, err)
 	}
-	x.notePrimaryConnTrack(enis[0].ConnTrack)
+	x.notePrimary(enis[0])
 	return enis[0].ConnTrack, nil
 }

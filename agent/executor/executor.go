@@ -113,15 +113,20 @@ type Executor struct {
 	// ClusterName is CLUSTER_NAME: a subnet tagged for other clusters
 	// only (TagClusterPrefix) gets no ENI. Empty skips that check.
 	ClusterName string
+	// Now is the clock the subnet cache ages by; nil is the wall clock.
+	Now func() time.Time
 
-	// mu guards subnets, subnet CIDRs learned from EC2, and the primary
+	// mu guards subnets, subnet CIDRs learned from EC2, the primary
 	// ENI's connection-tracking timeouts as EC2 last described them
 	// (primaryCT, known once primaryCTRead), which every ENI created
-	// carries (see attach).
+	// carries (see attach), the node's VPC (vpcID, "" until read) and
+	// the subnets new ENIs may go to as last read (zone, see subnets.go).
 	mu            sync.Mutex
 	subnets       map[string]netip.Prefix
 	primaryCT     cloud.ConnTrack
 	primaryCTRead bool
+	vpcID         string
+	zone          *zoneSubnets
 }
 
 // Run performs job and returns its result event.
@@ -202,7 +207,7 @@ func (x *Executor) Attached(ctx context.Context, known []string) (Attached, erro
 		if e.Attachment.NetworkCardIndex == 0 {
 			out.Devices = append(out.Devices, e.Attachment.DeviceIndex)
 			if e.Attachment.DeviceIndex == 0 {
-				x.notePrimaryConnTrack(e.ConnTrack)
+				x.notePrimary(e)
 			}
 		}
 		if why := UnmanagedReason(e); why != "" {
@@ -398,6 +403,12 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *no
 	}
 	eni, subnet, err := createENI(ctx, x.Cloud, in, subnets)
 	res.SubnetID = subnet
+	if subnetMoved(err) || (err == nil && len(subnets) > 0 && subnet != subnets[0]) {
+		// A subnet was full or is gone: the cached read's free counts
+		// (and maybe its subnets) no longer hold. The next create reads
+		// them again, and finds a subnet tagged meanwhile.
+		x.forgetSubnets()
+	}
 	if err != nil {
 		res.Err = err
 		return

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/ipam"
@@ -71,6 +73,68 @@ func EligibleSubnets(subnets []cloud.Subnet, primarySubnet, cluster string) []cl
 	return out
 }
 
+// subnetsTTL is how long the subnets read for new ENIs (the node's own,
+// and with discovery its VPC and zone's) are used without asking EC2
+// again. aws-node asks at every ENI it creates: two DescribeSubnets
+// calls each, which a thousand nodes joining at once make thousands of
+// times against the account's one Describe bucket, and which no budget
+// grant covered (issue 26). Subnets and their tags change rarely and by
+// hand; ten minutes bounds how long a subnet an operator has just tagged
+// (or untagged) waits to be seen, and a create that finds a subnet out of
+// addresses, or gone, reads them again at once (forgetSubnets).
+const subnetsTTL = 10 * time.Minute
+
+// zoneSubnets are the subnets read for new ENIs, and when.
+type zoneSubnets struct {
+	at time.Time
+	// own is the node's subnet.
+	own cloud.Subnet
+	// all are the VPC and zone's subnets, most free addresses first
+	// (with discovery only).
+	all []cloud.Subnet
+}
+
+func (x *Executor) now() time.Time {
+	if x.Now != nil {
+		return x.Now()
+	}
+	return time.Now()
+}
+
+// cachedSubnets is the last read, if still fresh.
+func (x *Executor) cachedSubnets() *zoneSubnets {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.zone == nil || x.now().Sub(x.zone.at) >= subnetsTTL || x.now().Before(x.zone.at) {
+		return nil
+	}
+	return x.zone
+}
+
+// keepSubnets caches a read, and the CIDRs it gives, so the new ENI's
+// subnet need not be described again when its attachment is confirmed.
+func (x *Executor) keepSubnets(z *zoneSubnets) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.zone = z
+	if x.subnets == nil {
+		x.subnets = make(map[string]netip.Prefix)
+	}
+	for _, sn := range append([]cloud.Subnet{z.own}, z.all...) {
+		if sn.ID != "" && sn.CIDR.IsValid() {
+			x.subnets[sn.ID] = sn.CIDR
+		}
+	}
+}
+
+// forgetSubnets drops the cached read: a create found a subnet full or
+// gone, so free counts and the subnets themselves have moved on.
+func (x *Executor) forgetSubnets() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.zone = nil
+}
+
 // createSubnets are the subnets to try, in order, for a new ENI: with
 // custom networking the ENIConfig's (the action's own); with subnet
 // discovery the eligible subnets of the node's VPC and zone, most free
@@ -79,38 +143,31 @@ func EligibleSubnets(subnets []cloud.Subnet, primarySubnet, cluster string) []cl
 // without discovery and refused with it (aws-node's fallback asks EC2
 // about the node's subnet again, and quits when that fails); when only
 // the zone's listing fails, the node's own subnet is used if its tags
-// allow.
+// allow. What EC2 said is kept for subnetsTTL (readSubnets).
 func (x *Executor) createSubnets(ctx context.Context, act ipam.Action) ([]string, error) {
 	if x.CustomNetwork {
 		return []string{act.SubnetID}, nil
 	}
 	primary := x.Self.Primary.SubnetID
-	own, err := x.Cloud.DescribeSubnets(ctx, primary)
-	if err == nil && len(own) != 1 {
-		err = fmt.Errorf("EC2 returned %d subnets", len(own))
-	}
-	if err != nil {
-		if !x.SubnetDiscovery {
-			return []string{act.SubnetID}, nil
+	z := x.cachedSubnets()
+	if z == nil {
+		var ret []string
+		var err error
+		z, ret, err = x.readSubnets(ctx, act)
+		if z == nil {
+			return ret, err
 		}
-		return nil, fmt.Errorf("no new ENI: cannot tell which subnets may take one, as the node's subnet %s could not be described: %w", primary, err)
 	}
-	why := subnetRefusal(own[0], true, x.ClusterName)
+	own := z.own
+	why := subnetRefusal(own, true, x.ClusterName)
 	if !x.SubnetDiscovery {
 		if why != "" {
 			return nil, fmt.Errorf("no subnet for a new ENI: the node's subnet %s is %s, and ENABLE_SUBNET_DISCOVERY=false allows no other; tag a subnet for this node's pods and set ENABLE_SUBNET_DISCOVERY=true, or change the node subnet's tags", primary, why)
 		}
 		return []string{act.SubnetID}, nil
 	}
-	all, err := x.Cloud.SubnetsInZone(ctx, own[0].VPCID, own[0].AvailabilityZone)
-	if err != nil {
-		if why != "" {
-			return nil, errors.Join(fmt.Errorf("no subnet for a new ENI: the node's subnet %s is %s, and the other subnets of %s in %s could not be listed", primary, why, own[0].VPCID, own[0].AvailabilityZone), err)
-		}
-		return []string{act.SubnetID}, nil
-	}
 	var ids, refused []string
-	for _, s := range all {
+	for _, s := range z.all {
 		why := subnetRefusal(s, s.ID == primary, x.ClusterName)
 		if why == "" {
 			ids = append(ids, s.ID)
@@ -122,9 +179,76 @@ func (x *Executor) createSubnets(ctx context.Context, act ipam.Action) ([]string
 	}
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("no subnet for a new ENI in %s, %s: %s; tag one %s=1 (and %s%s where clusters share the VPC), or set ENABLE_SUBNET_DISCOVERY=false",
-			own[0].VPCID, own[0].AvailabilityZone, strings.Join(refused, "; "), TagCNIRole, TagClusterPrefix, clusterOrPlaceholder(x.ClusterName))
+			own.VPCID, own.AvailabilityZone, strings.Join(refused, "; "), TagCNIRole, TagClusterPrefix, clusterOrPlaceholder(x.ClusterName))
 	}
 	return ids, nil
+}
+
+// readSubnets asks EC2 for what createSubnets needs and caches it. With
+// discovery and the node's VPC known (start-up's read of the attached
+// ENIs, or the primary ENI's read before the first create, gives it)
+// that is one DescribeSubnets call, the zone's listing, which holds the
+// node's subnet too: one call, as the attach job's grant counts
+// (nodestate.Job.Calls). The node's subnet is described apart only
+// without discovery, when the VPC is unknown, or when the listing
+// failed (aws-node's fallback). When it returns no zoneSubnets, ret and
+// err are createSubnets' answer.
+func (x *Executor) readSubnets(ctx context.Context, act ipam.Action) (z *zoneSubnets, ret []string, err error) {
+	primary := x.Self.Primary.SubnetID
+	x.mu.Lock()
+	vpc := x.vpcID
+	x.mu.Unlock()
+	az := x.Self.AvailabilityZone
+	var all []cloud.Subnet
+	var listErr error
+	listed := false
+	if x.SubnetDiscovery && vpc != "" && az != "" {
+		all, listErr = x.Cloud.SubnetsInZone(ctx, vpc, az)
+		if listErr == nil {
+			if i := slices.IndexFunc(all, func(s cloud.Subnet) bool { return s.ID == primary }); i >= 0 {
+				z = &zoneSubnets{at: x.now(), own: all[i], all: all}
+				x.keepSubnets(z)
+				return z, nil, nil
+			}
+			// EC2 listed the zone without the node's subnet: describe it
+			// apart, as below, and use the listing.
+			listed = true
+		}
+	}
+	own, err := x.Cloud.DescribeSubnets(ctx, primary)
+	if err == nil && len(own) != 1 {
+		err = fmt.Errorf("EC2 returned %d subnets", len(own))
+	}
+	if err != nil {
+		if !x.SubnetDiscovery {
+			return nil, []string{act.SubnetID}, nil
+		}
+		return nil, nil, fmt.Errorf("no new ENI: cannot tell which subnets may take one, as the node's subnet %s could not be described: %w", primary, err)
+	}
+	if !x.SubnetDiscovery {
+		z = &zoneSubnets{at: x.now(), own: own[0]}
+		x.keepSubnets(z)
+		return z, nil, nil
+	}
+	if !listed && listErr == nil {
+		all, listErr = x.Cloud.SubnetsInZone(ctx, own[0].VPCID, own[0].AvailabilityZone)
+	}
+	if listErr != nil {
+		if why := subnetRefusal(own[0], true, x.ClusterName); why != "" {
+			return nil, nil, errors.Join(fmt.Errorf("no subnet for a new ENI: the node's subnet %s is %s, and the other subnets of %s in %s could not be listed", primary, why, own[0].VPCID, own[0].AvailabilityZone), listErr)
+		}
+		return nil, []string{act.SubnetID}, nil
+	}
+	z = &zoneSubnets{at: x.now(), own: own[0], all: all}
+	x.keepSubnets(z)
+	return z, nil, nil
+}
+
+// subnetMoved says a create failed for something about its subnet that
+// the cached read may have wrong: no addresses (or /28s) left, or no
+// such subnet (InvalidSubnetID.NotFound, deleted since).
+func subnetMoved(err error) bool {
+	return cloud.IsSubnetExhausted(err) || strings.HasPrefix(cloud.ErrorCode(err), "InvalidSubnet")
 }
 
 func clusterOrPlaceholder(cluster string) string {

@@ -104,8 +104,10 @@ func (j Job) Calls() []string {
 		switch j.Action.Kind {
 		case ipam.AttachENI:
 			// The primary ENI's connection tracking and the subnets to
-			// try are read first (each at most once per agent, cached),
-			// and an ENI whose attach failed is deleted at once.
+			// try are read first (the first once per agent; the second
+			// one call, the zone's listing, at most every ten minutes:
+			// executor's subnetsTTL), and an ENI whose attach failed is
+			// deleted at once.
 			return []string{"DescribeNetworkInterfaces", "DescribeSubnets", "CreateNetworkInterface", "AttachNetworkInterface",
 				"ModifyNetworkInterfaceAttribute", "DeleteNetworkInterface"}
 		case ipam.AssignBlocks:

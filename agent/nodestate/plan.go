@@ -111,8 +111,12 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 	lim := n.planner.limits()
 	if n.pressure.on(n) {
 		// The subnet is nearly full: hold what waiting pods need and
-		// give the rest back for other nodes' pods.
-		return ipam.Plan(snap, withoutWarm(cfg), lim, now)
+		// give the rest back for other nodes' pods, whole ENIs and the
+		// free addresses of the others alike (pods that landed on a
+		// higher device first leave no lower ENI whole to detach).
+		c := withoutWarm(cfg)
+		c.ReleaseFree = true
+		return ipam.Plan(snap, c, lim, now)
 	}
 	if n.planner.demandOnly(now) {
 		acts, short := ipam.Plan(snap, withoutWarm(cfg), lim, now)
