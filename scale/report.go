@@ -147,7 +147,7 @@ func (rep *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "| measured window | %s |\n", fmtDur(rep.Window))
 	fmt.Fprintf(w, "| RequestLimitExceeded answers | %d (%s) |\n", sum(rep.Throttled), fmtCounts(rep.Throttled))
 	fmt.Fprintf(w, "| pods that waited while their node was throttled | %d, %s in all, longest %s |\n", rep.ThrottledPods, fmtDur(rep.ThrottledWait), fmtDur(rep.ThrottledMax))
-	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried) | %d |\n", rep.AddFailures)
+	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried each after 10-15 s) | %d (%s per measured pod; each a FailedCreatePodSandBox event and a sandbox made again) |\n", rep.AddFailures, perPod(rep.AddFailures, rep.Pods))
 	fmt.Fprintf(w, "| EC2 calls | %d, %s per node |\n", sum(rep.Calls), per(sum(rep.Calls)))
 	hours := rep.Window.Hours()
 	for _, a := range slices.Sorted(maps.Keys(rep.Calls)) {
@@ -162,6 +162,14 @@ func (rep *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "| wall time | %s |\n", rep.Wall.Round(time.Second))
 	}
 	fmt.Fprintln(w)
+}
+
+// perPod is n per measured pod, to two places.
+func perPod(n, pods int) string {
+	if pods == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(pods))
 }
 
 func sum(m map[string]int) int {

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -173,5 +174,20 @@ func TestUnknownScenario(t *testing.T) {
 	_, err := Run(context.Background(), Options{Scenario: "nope"})
 	if err == nil || !strings.Contains(err.Error(), "join") {
 		t.Fatalf("err = %v; want one naming the scenarios", err)
+	}
+}
+
+// kubelet syncs a pod whose sandbox failed again after 10 to 15 s
+// (wait.Jitter(10s, 0.5)), not sooner: the driver's retries must cost a
+// failed ADD what a cluster pays for it.
+func TestAFailedADDIsRetriedAfterKubeletsPodWorkerBackoff(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	lo, hi := time.Hour, time.Duration(0)
+	for range 1000 {
+		d := kubeletBackoff(rng)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 10*time.Second || hi >= 15*time.Second || lo > 10500*time.Millisecond || hi < 14500*time.Millisecond {
+		t.Errorf("retries came after %s to %s; want spread over 10 s to 15 s", lo, hi)
 	}
 }
