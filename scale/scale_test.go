@@ -38,6 +38,17 @@ func TestScenariosSmall(t *testing.T) {
 			}
 		}},
 		{"scale-up", nodes, nodes * 46, nil},
+		{"shared", nodes, nodes * 30, func(t *testing.T, rep *Report) {
+			// The other client spent 30% of every mutating refill for
+			// the whole join, and the bound gives this cluster the rest.
+			if rep.OtherShare != 0.3 || rep.OtherCalls < int(rep.Window.Seconds()*4*5*0.3)-4 {
+				t.Errorf("the other client made %d calls at share %v in %s; want 30%% of 4 actions' refill of 5/s", rep.OtherCalls, rep.OtherShare, rep.Window)
+			}
+			joinBound := time.Duration(float64(rep.Needed["CreateNetworkInterface"]-100) / 5 * float64(time.Second))
+			if rep.Needed["CreateNetworkInterface"] > 100 && rep.LowerBound <= joinBound {
+				t.Errorf("lower bound %s; want more than the whole refill's %s", rep.LowerBound, joinBound)
+			}
+		}},
 		{"restart", nodes, nodes, func(t *testing.T, rep *Report) {
 			// A restart with the pods in place and room for one more
 			// each changes nothing in EC2.
