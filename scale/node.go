@@ -263,7 +263,7 @@ func (fx *runs) Go(ctx context.Context, w agent.Work) {
 				return true
 			})
 		}
-		if calls := j.Calls(); r.budget != nil && len(calls) > 0 {
+		if calls := w.Calls; r.budget != nil && len(calls) > 0 {
 			r.budget.acquire(n, gen, calls, func() bool { return n.urgent(j.ID) }, run)
 			return
 		}

@@ -114,14 +114,16 @@ type Executor struct {
 	// only (TagClusterPrefix) gets no ENI. Empty skips that check.
 	ClusterName string
 
-	// mu guards subnets, subnet CIDRs learned from EC2, and the primary
+	// mu guards subnets, subnet CIDRs learned from EC2; the primary
 	// ENI's connection-tracking timeouts as EC2 last described them
 	// (primaryCT, known once primaryCTRead), which every ENI created
-	// carries (see attach).
+	// carries (see attach); and created, the subnet of each ENI this
+	// executor created, which its confirm describes.
 	mu            sync.Mutex
 	subnets       map[string]netip.Prefix
 	primaryCT     cloud.ConnTrack
 	primaryCTRead bool
+	created       map[string]string
 }
 
 // Run performs job and returns its result event.
@@ -403,6 +405,12 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *no
 		return
 	}
 	res.ENIID = eni.ID
+	x.mu.Lock()
+	if x.created == nil {
+		x.created = map[string]string{}
+	}
+	x.created[eni.ID] = subnet
+	x.mu.Unlock()
 	attachmentID, err := x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
 		res.Err = err
