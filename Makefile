@@ -8,7 +8,7 @@ BIN           := $(CURDIR)/bin
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
+.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady scale-shared kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
 
 all: build
 
@@ -71,6 +71,10 @@ scale-churn:
 	$(SCALE) --scenario churn --nodes 200 --pods 20 $(SCALE_FLAGS)
 scale-steady:
 	$(SCALE) --scenario steady --nodes 1000 --pods 30 $(SCALE_FLAGS)
+# scale-shared is the join while another client of the account spends 30%
+# of every mutating bucket (--other-share changes it).
+scale-shared:
+	$(SCALE) --scenario shared --nodes 1000 --pods 30 $(SCALE_FLAGS)
 
 # fuzz runs every fuzz target for FUZZTIME each, one after another: go test
 # -fuzz takes one target per package per run, so it loops over what go test

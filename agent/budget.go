@@ -12,11 +12,10 @@ import (
 // before jobs call EC2 and keeps the machine told of subnet pressure.
 
 // granted waits until the cluster's EC2 budget, if there is one, grants
-// the job's calls: pods waiting for the job (nodestate's Urgent, read
-// afresh at every ask) go before warm-pool work. It is false only when
-// ctx ended.
-func (a *Agent) granted(ctx context.Context, j nodestate.Job) bool {
-	calls := j.Calls()
+// calls, the job's (executor.Calls): pods waiting for the job
+// (nodestate's Urgent, read afresh at every ask) go before warm-pool
+// work. It is false only when ctx ended.
+func (a *Agent) granted(ctx context.Context, j nodestate.Job, calls []string) bool {
 	if a.budget == nil || len(calls) == 0 {
 		return true
 	}

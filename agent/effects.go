@@ -34,7 +34,12 @@ type Effects interface {
 // for a driver that schedules them apart; neither is set for the CNI
 // configuration's write.
 type Work struct {
-	Job   *nodestate.Job
+	Job *nodestate.Job
+	// Calls are the EC2 actions the job will call, for the cluster's
+	// budget to grant before Run (executor.Calls): Run asks for them
+	// itself; a driver that grants them its own way (the scale driver)
+	// reads them here.
+	Calls []string
 	Write *nodestate.Persist
 	// Run does the work and tells the owner how it went (tell reports
 	// whether the owner heard: not once it has stopped). It returns

@@ -129,8 +129,9 @@ func (a *Agent) write(p nodestate.Persist) Work {
 // job is the work of one EC2 or host job: the cluster's budget grants its
 // calls, the executor runs it, the owner hears the result.
 func (a *Agent) job(j nodestate.Job) Work {
-	return Work{Job: &j, Run: func(ctx context.Context, tell func(nodestate.Event) bool) {
-		if !a.granted(ctx, j) {
+	calls := a.x.Calls(j)
+	return Work{Job: &j, Calls: calls, Run: func(ctx context.Context, tell func(nodestate.Event) bool) {
+		if !a.granted(ctx, j, calls) {
 			return // the agent stops
 		}
 		ev := a.x.Run(ctx, j)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"time"
@@ -293,7 +294,7 @@ func (fx *runs) Go(ctx context.Context, w agent.Work) {
 				return true
 			})
 		}
-		if calls := j.Calls(); r.budget != nil && len(calls) > 0 {
+		if calls := w.Calls; r.budget != nil && len(calls) > 0 {
 			r.budget.acquire(n, gen, calls, func() bool { return n.urgent(j.ID) }, run)
 			return
 		}
@@ -376,8 +377,9 @@ func (n *node) request(p *pod, del bool) {
 	n.collect()
 }
 
-// reply delivers the agent's answer. A failed ADD is retried by kubelet
-// after 1 to 3 s (the pod sandbox is created again).
+// reply delivers the agent's answer. A failed ADD or DEL is retried as
+// kubelet retries it: the pod worker's sync failed, and it is queued
+// again after kubeletBackoff (the sandbox torn down and created again).
 func (n *node) reply(p *pod, rep nodestate.Reply) {
 	r := n.r
 	if p.req != rep.ID {
@@ -389,7 +391,7 @@ func (n *node) reply(p *pod, rep nodestate.Reply) {
 		if rep.Err != nil {
 			r.addFailures++
 			gen := n.gen
-			r.q.at(r.now().Add(time.Second+time.Duration(r.rng.Int64N(int64(2*time.Second)))), func() {
+			r.q.at(r.now().Add(kubeletBackoff(r.rng)), func() {
 				if n.pods[p.name] == p && p.state == podAdding && p.req == 0 && n.gen == gen {
 					n.request(p, false)
 				}
@@ -404,7 +406,7 @@ func (n *node) reply(p *pod, rep nodestate.Reply) {
 	case podDeleting:
 		if rep.Err != nil {
 			gen := n.gen
-			r.q.at(r.now().Add(time.Second), func() {
+			r.q.at(r.now().Add(kubeletBackoff(r.rng)), func() {
 				if n.gen == gen && n.pods[p.name] == p {
 					n.request(p, true)
 				}
@@ -475,4 +477,15 @@ func (d *nodeDisk) WriteFile(path string, data []byte) error {
 	}
 	d.files[path] = slices.Clone(data)
 	return nil
+}
+
+// kubeletBackoff is how long kubelet's pod worker waits before it syncs a
+// pod again after a failed sync (a sandbox whose ADD or DEL failed):
+// wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor), 10 s
+// plus up to half again (k8s.io/kubernetes v1.37 pkg/kubelet/kubelet.go
+// and pod_workers.go). The driver used 1 to 3 s, which made every
+// failed ADD cheap and the join look faster than a cluster's.
+func kubeletBackoff(rng *rand.Rand) time.Duration {
+	const period = 10 * time.Second
+	return period + time.Duration(rng.Int64N(int64(period/2)))
 }

@@ -67,6 +67,12 @@ type Report struct {
 	// Mutating counts the calls that change something in EC2 (DryRun
 	// probes not counted).
 	Mutating int
+	// OtherShare is the share of every mutating refill the account's
+	// other client spent; OtherCalls its calls, OtherRefused those EC2
+	// answered RequestLimitExceeded, by action.
+	OtherShare   float64
+	OtherCalls   int
+	OtherRefused map[string]int
 }
 
 // fill computes the figures at the end of the run.
@@ -135,16 +141,25 @@ func (r *run) fill(rep *Report) {
 	}
 	rep.Needed = r.needed
 	rep.LowerBound = r.lowerBound()
+	if r.other != nil {
+		rep.OtherCalls, rep.OtherRefused = r.other.sent, r.other.refused
+	}
 }
 
 // lowerBound is max over actions of (needed − burst) ÷ refill, plus one
-// attach delay when an ENI must attach.
+// attach delay when an ENI must attach. With another client spending
+// OtherShare of a mutating refill, this cluster has the rest of it (the
+// other's share of the burst, a few tokens, is left out).
 func (r *run) lowerBound() time.Duration {
 	var lb time.Duration
 	for a, k := range r.needed {
 		b := r.opts.Account.bucketFor(a)
-		if over := k - b.Burst; over > 0 && b.Refill > 0 {
-			lb = max(lb, time.Duration(float64(over)/b.Refill*float64(time.Second)))
+		refill := b.Refill
+		if !strings.HasPrefix(a, "Describe") {
+			refill *= 1 - r.opts.OtherShare
+		}
+		if over := k - b.Burst; over > 0 && refill > 0 {
+			lb = max(lb, time.Duration(float64(over)/refill*float64(time.Second)))
 		}
 	}
 	if r.needed["AttachNetworkInterface"] > 0 {
@@ -166,6 +181,9 @@ func (rep *Report) Write(w io.Writer) {
 		fmtSettings(rep.Settings), onOff(rep.SubnetDiscovery), onOff(rep.Preflight))
 	fmt.Fprintf(w, "%d nodes (m5.xlarge), %d measured pods; buckets: mutating %d/%.0f per s, Describe %d/%.0f per s (per action); attach delay %s.\n\n",
 		rep.Nodes, rep.Pods, rep.Account.Mutating.Burst, rep.Account.Mutating.Refill, rep.Account.Describe.Burst, rep.Account.Describe.Refill, rep.Account.AttachDelay)
+	if rep.OtherShare > 0 {
+		fmt.Fprintf(w, "Another client of the account, which the budget controller neither grants nor hears of, spends %.0f%% of every mutating bucket's refill (CreateNetworkInterface, AttachNetworkInterface, ModifyNetworkInterfaceAttribute, AssignPrivateIpAddresses), evenly spaced; the lower bound gives this cluster the rest.\n\n", 100*rep.OtherShare)
+	}
 	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
 	if rep.Pods > 0 {
 		fmt.Fprintf(w, "| time until the last pod has an address | %s |\n", fmtDur(rep.LastAddress))
@@ -180,7 +198,10 @@ func (rep *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "| measured window | %s |\n", fmtDur(rep.Window))
 	fmt.Fprintf(w, "| RequestLimitExceeded answers | %d (%s) |\n", sum(rep.Throttled), fmtCounts(rep.Throttled))
 	fmt.Fprintf(w, "| pods that waited while their node was throttled | %d, %s in all, longest %s |\n", rep.ThrottledPods, fmtDur(rep.ThrottledWait), fmtDur(rep.ThrottledMax))
-	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried) | %d |\n", rep.AddFailures)
+	if rep.OtherShare > 0 {
+		fmt.Fprintf(w, "| the other client's calls refused (RequestLimitExceeded) | %d of %d (%s) |\n", sum(rep.OtherRefused), rep.OtherCalls, fmtCounts(rep.OtherRefused))
+	}
+	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried each after 10-15 s) | %d (%s per measured pod; each a FailedCreatePodSandBox event and a sandbox made again) |\n", rep.AddFailures, perPod(rep.AddFailures, rep.Pods))
 	fmt.Fprintf(w, "| mutating EC2 calls (DryRun probes not counted) | %d |\n", rep.Mutating)
 	if rep.Preflight {
 		fmt.Fprintf(w, "| IAM preflight: EC2 calls (tokens), DryRun probes and the primary ENI's read | %d, %s per node, at most %d on one node |\n", rep.ProbeCalls, per(rep.ProbeCalls), rep.ProbeCallsMax)
@@ -219,6 +240,14 @@ func fmtSettings(m map[string]string) string {
 		parts = append(parts, k+"="+m[k])
 	}
 	return ", except " + strings.Join(parts, ", ")
+}
+
+// perPod is n per measured pod, to two places.
+func perPod(n, pods int) string {
+	if pods == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(pods))
 }
 
 func sum(m map[string]int) int {

@@ -51,6 +51,12 @@ type Options struct {
 	// runs at every start (its DryRun probes, or the record of a passed
 	// one: agent/preflight_record.go). Zero is production's setting.
 	NoPreflight bool
+	// OtherShare is the share of each mutating bucket's refill that
+	// another client of the account spends during the measured phase,
+	// unknown to the budget controller (another cluster's agents and
+	// controller, each of which grants 90% of the account's buckets).
+	// The shared scenario's default is 0.3.
+	OtherShare float64
 }
 
 // The agent's settings are production's (config's defaults, subnet
@@ -75,6 +81,7 @@ var Scenarios = []Scenario{
 	{Name: "restart", Summary: "every agent restarts at once with its pods in place; each node gets one new pod", Nodes: 1000, PodsPerNode: 30, play: playRestart},
 	{Name: "churn", Summary: "pod churn on nodes whose subnet is nearly full", Nodes: 200, PodsPerNode: 20, play: playChurn},
 	{Name: "bursts", Summary: "bursts of pods a minute and a half apart, each gone 30 s later, for the churn time", Nodes: 100, PodsPerNode: 20, play: playBursts},
+	{Name: "shared", Summary: "nodes join at once while another client of the account spends a share of every mutating bucket", Nodes: 1000, PodsPerNode: 30, play: playShared},
 	{Name: "steady", Summary: "an idle cluster for an hour: what each node spends doing nothing", Nodes: 1000, PodsPerNode: 30, play: playSteady},
 }
 
@@ -113,6 +120,8 @@ type run struct {
 	needed map[string]int
 	// budget is the budget controller, with Options.Budget.
 	budget *controller
+	// other is the account's other client, in the shared scenario.
+	other *otherClient
 }
 
 func (r *run) now() time.Time { return r.clk.Now() }
@@ -158,6 +167,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.Churn = cmpOr(o.Churn, 10*time.Minute)
 	o.Steady = cmpOr(o.Steady, time.Hour)
 	o.Limit = cmpOr(o.Limit, 2*time.Hour)
+	if sc.Name == "shared" {
+		o.OtherShare = cmpOr(o.OtherShare, 0.3)
+	}
+	if o.OtherShare < 0 || o.OtherShare >= 1 {
+		return nil, fmt.Errorf("other share %v: want a share of the refill from 0 up to 1", o.OtherShare)
+	}
 	if o.Nodes <= 0 {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
@@ -201,7 +216,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget,
+	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget, OtherShare: o.OtherShare,
 		Preflight: !o.NoPreflight, SubnetDiscovery: cfg.SubnetDiscovery && !cfg.CustomNetwork, Settings: o.Settings}
 	sc.play(r)
 	if r.err != nil {
@@ -384,6 +399,24 @@ func playJoin(r *run) {
 	r.bootAll()
 	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
 	r.untilPods(r.opts.Limit)
+}
+
+// playShared is the join while another client spends OtherShare of
+// every mutating bucket's refill, from the start of the measured phase.
+func playShared(r *run) {
+	r.measure()
+	oc, err := newOtherClient(r)
+	if err != nil {
+		r.fatal(err)
+		return
+	}
+	r.other = oc
+	oc.start()
+	r.need(func(int) int { return r.opts.PodsPerNode }, true)
+	r.bootAll()
+	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
+	r.untilPods(r.opts.Limit)
+	oc.stop()
 }
 
 func playScaleUp(r *run) {

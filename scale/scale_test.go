@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,17 @@ func TestScenariosSmall(t *testing.T) {
 			}
 		}},
 		{"scale-up", nodes, nodes * 46, nil},
+		{"shared", nodes, nodes * 30, func(t *testing.T, rep *Report) {
+			// The other client spent 30% of every mutating refill for
+			// the whole join, and the bound gives this cluster the rest.
+			if rep.OtherShare != 0.3 || rep.OtherCalls < int(rep.Window.Seconds()*4*5*0.3)-4 {
+				t.Errorf("the other client made %d calls at share %v in %s; want 30%% of 4 actions' refill of 5/s", rep.OtherCalls, rep.OtherShare, rep.Window)
+			}
+			joinBound := time.Duration(float64(rep.Needed["CreateNetworkInterface"]-100) / 5 * float64(time.Second))
+			if rep.Needed["CreateNetworkInterface"] > 100 && rep.LowerBound <= joinBound {
+				t.Errorf("lower bound %s; want more than the whole refill's %s", rep.LowerBound, joinBound)
+			}
+		}},
 		{"restart", nodes, nodes, func(t *testing.T, rep *Report) {
 			// A restart with the pods in place and room for one more
 			// each changes nothing in EC2.
@@ -186,5 +198,20 @@ func TestUnknownScenario(t *testing.T) {
 	_, err := Run(context.Background(), Options{Scenario: "nope"})
 	if err == nil || !strings.Contains(err.Error(), "join") {
 		t.Fatalf("err = %v; want one naming the scenarios", err)
+	}
+}
+
+// kubelet syncs a pod whose sandbox failed again after 10 to 15 s
+// (wait.Jitter(10s, 0.5)), not sooner: the driver's retries must cost a
+// failed ADD what a cluster pays for it.
+func TestAFailedADDIsRetriedAfterKubeletsPodWorkerBackoff(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	lo, hi := time.Hour, time.Duration(0)
+	for range 1000 {
+		d := kubeletBackoff(rng)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 10*time.Second || hi >= 15*time.Second || lo > 10500*time.Millisecond || hi < 14500*time.Millisecond {
+		t.Errorf("retries came after %s to %s; want spread over 10 s to 15 s", lo, hi)
 	}
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -56,5 +57,47 @@ func TestAnAttachIsGrantedEveryCallItMakes(t *testing.T) {
 		if !slices.Contains(j.Calls(), call) {
 			t.Errorf("the attach called %s, which its job does not list among its calls %v (it made %v)", call, j.Calls(), c.calls)
 		}
+	}
+}
+
+// A job asks the cluster's budget only for the reads it will make: once
+// start-up has read the primary ENI, an attach does not book a
+// DescribeNetworkInterfaces for it, and the confirm of an ENI created in
+// a subnet IMDS showed books no DescribeSubnets. Booked at every job,
+// those reads held a 300-node join at 1.41 times its lower bound.
+func TestAJobAsksTheBudgetOnlyForTheReadsItWillMake(t *testing.T) {
+	c := &recordingCloud{attachFailCloud: &attachFailCloud{deleted: map[string]bool{}}}
+	primary := cloud.Interface{ID: "eni-p", SubnetID: "subnet-a", SubnetCIDR: netip.MustParsePrefix("10.0.0.0/24")}
+	x := &Executor{Cloud: c, Host: noRoutesHost{}, InstanceID: "i-1",
+		Self: cloud.Self{InstanceID: "i-1", Primary: primary, Interfaces: []cloud.Interface{primary}}}
+	attach := nodestate.Job{ID: 1, Kind: nodestate.JobAction, Device: 1,
+		Action: ipam.Action{Kind: ipam.AttachENI, Count: 2, SubnetID: "subnet-a", SecurityGroups: []string{"sg-a"}}}
+	if !slices.Contains(x.Calls(attach), "DescribeNetworkInterfaces") {
+		t.Errorf("before any read of the primary ENI an attach asks for %v; want its DescribeNetworkInterfaces", x.Calls(attach))
+	}
+	if _, err := x.Attached(context.Background(), nil); err != nil { // start-up's read
+		t.Fatal(err)
+	}
+	granted := x.Calls(attach)
+	if slices.Contains(granted, "DescribeNetworkInterfaces") {
+		t.Errorf("after start-up read the primary ENI, an attach still asks for %v", granted)
+	}
+	c.calls = nil
+	res, _ := x.Run(context.Background(), attach).(nodestate.ActionResult)
+	for _, call := range c.calls {
+		if !slices.Contains(granted, call) {
+			t.Errorf("the attach called %s, which it did not ask for (%v)", call, granted)
+		}
+	}
+	if res.ENIID == "" {
+		t.Fatalf("the attach created no ENI (%+v); the confirm below proves nothing", res)
+	}
+	confirm := nodestate.Job{ID: 2, Kind: nodestate.JobConfirmAttach, Device: 1, ENIID: res.ENIID}
+	if calls := x.Calls(confirm); slices.Contains(calls, "DescribeSubnets") || !slices.Contains(calls, "DescribeNetworkInterfaces") {
+		t.Errorf("the confirm of an ENI in the node's own subnet asks for %v; want DescribeNetworkInterfaces alone", calls)
+	}
+	other := nodestate.Job{ID: 3, Kind: nodestate.JobConfirmAttach, Device: 2, ENIID: "eni-unknown"}
+	if calls := x.Calls(other); !slices.Contains(calls, "DescribeSubnets") {
+		t.Errorf("the confirm of an ENI this executor did not create asks for %v; its subnet may need describing", calls)
 	}
 }

@@ -116,17 +116,20 @@ type Executor struct {
 	// Now is the clock the subnet cache ages by; nil is the wall clock.
 	Now func() time.Time
 
-	// mu guards subnets, subnet CIDRs learned from EC2, the primary
+	// mu guards subnets, subnet CIDRs learned from EC2; the primary
 	// ENI's connection-tracking timeouts as EC2 last described them
 	// (primaryCT, known once primaryCTRead), which every ENI created
-	// carries (see attach), the node's VPC (vpcID, "" until read) and
-	// the subnets new ENIs may go to as last read (zone, see subnets.go).
+	// carries (see attach); the node's VPC (vpcID, "" until read) and
+	// the subnets new ENIs may go to as last read (zone, see subnets.go);
+	// and created, the subnet of each ENI this executor created, which
+	// its confirm describes.
 	mu            sync.Mutex
 	subnets       map[string]netip.Prefix
 	primaryCT     cloud.ConnTrack
 	primaryCTRead bool
 	vpcID         string
 	zone          *zoneSubnets
+	created       map[string]string
 }
 
 // Run performs job and returns its result event.
@@ -414,6 +417,12 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *no
 		return
 	}
 	res.ENIID = eni.ID
+	x.mu.Lock()
+	if x.created == nil {
+		x.created = map[string]string{}
+	}
+	x.created[eni.ID] = subnet
+	x.mu.Unlock()
 	attachmentID, err := x.Cloud.AttachENI(ctx, eni.ID, x.InstanceID, dev)
 	if err != nil {
 		res.Err = err

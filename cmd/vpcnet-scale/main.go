@@ -42,6 +42,7 @@ func run() error {
 	flag.DurationVar(&o.Steady, "steady", 0, "steady: how long the idle cluster is watched (0: 1h)")
 	flag.DurationVar(&o.Churn, "churn", 0, "churn: how long pods are replaced (0: 10m)")
 	flag.BoolVar(&o.Budget, "budget", true, "run the budget controller, as the chart installs it: every node asks it before calling EC2; --budget=false: each node spends on its own")
+	flag.Float64Var(&o.OtherShare, "other-share", 0, "the share (0 to 1) of every mutating bucket's refill another client of the account spends, unknown to the budget controller (0: none; the shared scenario's default 0.3)")
 	flag.StringVar(&settings, "set", "", "agent settings as NAME=VALUE,... (e.g. WARM_IP_TARGET=5, ENABLE_SUBNET_DISCOVERY=false); the rest are production's defaults")
 	preflight := flag.Bool("preflight", true, "run the agents' IAM preflight, as vpcnetd does at every start (DryRun probes, or the record of a passed one); --preflight=false leaves it out")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
