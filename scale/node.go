@@ -417,6 +417,17 @@ func (n *node) reply(p *pod, rep nodestate.Reply) {
 	}
 }
 
+// kubeletBackoff is how long kubelet's pod worker waits before it syncs a
+// pod again after a failed sync (a sandbox whose ADD or DEL failed):
+// wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor), 10 s
+// plus up to half again (k8s.io/kubernetes v1.37 pkg/kubelet/kubelet.go
+// and pod_workers.go). The driver used 1 to 3 s, which made every
+// failed ADD cheap and the join look faster than a cluster's.
+func kubeletBackoff(rng *rand.Rand) time.Duration {
+	const period = 10 * time.Second
+	return period + time.Duration(rng.Int64N(int64(period/2)))
+}
+
 func (n *node) unwire(p *pod) {
 	n.host.unroute(p.addr, p.name)
 	delete(n.pods, p.name)
@@ -436,7 +447,7 @@ func (n *node) quiet() bool {
 // preflight record), kept across the agent's restarts. Every write lands.
 type nodeDisk struct {
 	bytes []byte
-	files map[string][]byte
+	agent.MemFiles
 }
 
 var _ agent.Disk = (*nodeDisk)(nil)
@@ -462,30 +473,3 @@ func (d *nodeDisk) Save(_ string, s checkpoint.State) error {
 }
 
 func (d *nodeDisk) InstallConf(string, string, cniconf.Options) error { return nil }
-
-func (d *nodeDisk) ReadFile(path string) ([]byte, error) {
-	b, ok := d.files[path]
-	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
-	}
-	return slices.Clone(b), nil
-}
-
-func (d *nodeDisk) WriteFile(path string, data []byte) error {
-	if d.files == nil {
-		d.files = map[string][]byte{}
-	}
-	d.files[path] = slices.Clone(data)
-	return nil
-}
-
-// kubeletBackoff is how long kubelet's pod worker waits before it syncs a
-// pod again after a failed sync (a sandbox whose ADD or DEL failed):
-// wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor), 10 s
-// plus up to half again (k8s.io/kubernetes v1.37 pkg/kubelet/kubelet.go
-// and pod_workers.go). The driver used 1 to 3 s, which made every
-// failed ADD cheap and the join look faster than a cluster's.
-func kubeletBackoff(rng *rand.Rand) time.Duration {
-	const period = 10 * time.Second
-	return period + time.Duration(rng.Int64N(int64(period/2)))
-}

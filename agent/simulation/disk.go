@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
 
 	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/checkpoint"
@@ -37,9 +36,9 @@ type nodeDisk struct {
 	unencodable error
 	// conf says the CNI configuration was written.
 	conf bool
-	// files are the agent's other state files (the preflight record),
-	// which survive its crashes; every write lands.
-	files map[string][]byte
+	// MemFiles are the agent's other state files (the preflight
+	// record), which survive its crashes.
+	agent.MemFiles
 }
 
 var _ agent.Disk = (*nodeDisk)(nil)
@@ -76,22 +75,6 @@ func (d *nodeDisk) Save(path string, s checkpoint.State) error {
 
 func (d *nodeDisk) InstallConf(string, string, cniconf.Options) error {
 	d.conf = true
-	return nil
-}
-
-func (d *nodeDisk) ReadFile(path string) ([]byte, error) {
-	b, ok := d.files[path]
-	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
-	}
-	return slices.Clone(b), nil
-}
-
-func (d *nodeDisk) WriteFile(path string, data []byte) error {
-	if d.files == nil {
-		d.files = map[string][]byte{}
-	}
-	d.files[path] = slices.Clone(data)
 	return nil
 }
 
