@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -125,11 +126,23 @@ func (e *mirrorEnv) attachAt(id string, device int32) string {
 	return aws.ToString(out.AttachmentId)
 }
 
+// whole is a netlink dump read again while the kernel says a concurrent
+// change interrupted it (ErrDumpInterrupted, with partial results): the
+// fabric changes the router's routes while a test reads them.
+func whole[T any](list func() ([]T, error)) ([]T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := list()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || attempt == 10 {
+			return v, err
+		}
+	}
+}
+
 // plugged reports whether the node has an interface with the ENI's MAC:
 // what the agent looks for.
 func (e *mirrorEnv) plugged(mac net.HardwareAddr) bool {
 	e.t.Helper()
-	links, err := e.node.LinkList()
+	links, err := whole(e.node.LinkList)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -156,7 +169,7 @@ func (e *mirrorEnv) waitPlugged(mac net.HardwareAddr) {
 // unrouted lists the addresses the router has no route for.
 func (e *mirrorEnv) unrouted(addrs []netip.Addr) []netip.Addr {
 	e.t.Helper()
-	routes, err := e.router.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := whole(func() ([]netlink.Route, error) { return e.router.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		e.t.Fatal(err)
 	}
