@@ -24,7 +24,6 @@ var otherActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", 
 // which change nothing, so the figures are this cluster's.
 type otherClient struct {
 	r       *run
-	tr      *transport
 	ec2     *ec2.Client
 	stopped bool
 	// refused counts the calls EC2 answered RequestLimitExceeded, by
@@ -33,7 +32,7 @@ type otherClient struct {
 	sent    int
 }
 
-func newOtherClient(r *run) (*otherClient, error) {
+func newOtherClient(r *run) *otherClient {
 	tr := newTransport(r.cloud.EC2Handler(), nil, r.clk.Now)
 	c := ec2.NewFromConfig(aws.Config{
 		Region: "us-west-2", BaseEndpoint: aws.String("http://ec2.sim"),
@@ -41,7 +40,7 @@ func newOtherClient(r *run) (*otherClient, error) {
 		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
 		HTTPClient:  &http.Client{Transport: tr},
 	})
-	return &otherClient{r: r, tr: tr, ec2: c, refused: map[string]int{}}, nil
+	return &otherClient{r: r, ec2: c, refused: map[string]int{}}
 }
 
 // start schedules every action's calls, each at its own even pace.

@@ -405,11 +405,7 @@ func playJoin(r *run) {
 // every mutating bucket's refill, from the start of the measured phase.
 func playShared(r *run) {
 	r.measure()
-	oc, err := newOtherClient(r)
-	if err != nil {
-		r.fatal(err)
-		return
-	}
+	oc := newOtherClient(r)
 	r.other = oc
 	oc.start()
 	r.need(func(int) int { return r.opts.PodsPerNode }, true)
