@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
+	"github.com/vpcnet/vpcnet/internal/heaptest"
 	"github.com/vpcnet/vpcnet/verdicts"
 )
 
@@ -315,12 +316,12 @@ func TestAPeerSetIsKeptAsRangesAndWrittenAsIntervals(t *testing.T) {
 	}
 	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: peers}}}}}}
 	var pr peerRenders
-	before := liveHeap()
+	before := heaptest.Live()
 	m, err := pr.model(rs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := int64(liveHeap()) - int64(before)
+	kept := int64(heaptest.Live()) - int64(before)
 	runtime.KeepAlive(m)
 	runtime.KeepAlive(rs)
 	if len(m.sets) != 1 {
@@ -329,14 +330,6 @@ func TestAPeerSetIsKeptAsRangesAndWrittenAsIntervals(t *testing.T) {
 	if kept > n*24 {
 		t.Errorf("a model and its renders keep %d bytes for a set of %d ranges (%d each); want them kept as ranges", kept, n, kept/n)
 	}
-}
-
-// liveHeap is the bytes the heap holds after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // A write renders the chains whose rules changed and takes the others

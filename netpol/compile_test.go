@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vpcnet/vpcnet/internal/heaptest"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -362,9 +363,9 @@ func TestACompilerKeepsNoCopyOfTheClustersPods(t *testing.T) {
 			IP: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})})
 	}
 	var cc Compiler
-	before := liveHeap()
+	before := heaptest.Live()
 	cc.Compile(c, nil, Standard)
-	kept := int64(liveHeap()) - int64(before)
+	kept := int64(heaptest.Live()) - int64(before)
 	runtime.KeepAlive(c)
 	if cc.ix == nil {
 		t.Fatal("the Compiler kept no index")
@@ -372,12 +373,4 @@ func TestACompilerKeepsNoCopyOfTheClustersPods(t *testing.T) {
 	if kept > n*24 {
 		t.Errorf("the Compiler keeps %d bytes for %d pods (%d each); want no copy of them (under 24 bytes each)", kept, n, kept/n)
 	}
-}
-
-// liveHeap is the bytes the heap holds after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

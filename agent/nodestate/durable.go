@@ -42,28 +42,26 @@ func (d *durability) changed() uint64 {
 
 // after queues r until the current version is on disk; when it already
 // is, r goes out now.
-func (x *durability) after(r Reply, done func(r *Reply, ok bool)) {
-	n := x.n
-	if n.dur.version == n.dur.written {
+func (d *durability) after(r Reply, done func(r *Reply, ok bool)) {
+	if d.version == d.written {
 		if done != nil {
 			done(&r, true)
 		}
 		if r.ID != 0 {
-			n.out.Replies = append(n.out.Replies, r)
+			d.n.out.Replies = append(d.n.out.Replies, r)
 		}
 		return
 	}
-	n.dur.pending = append(n.dur.pending, pendingReply{version: n.dur.version, reply: r, done: done})
+	d.pending = append(d.pending, pendingReply{version: d.version, reply: r, done: done})
 }
 
 // assigned queues an Add's reply r as after does and, while r waits for
 // the disk, announces it in Ready.Assigned.
-func (x *durability) assigned(r Reply, done func(r *Reply, ok bool)) {
-	n := x.n
-	if n.dur.version != n.dur.written {
-		n.out.Assigned = append(n.out.Assigned, r)
+func (d *durability) assigned(r Reply, done func(r *Reply, ok bool)) {
+	if d.version != d.written {
+		d.n.out.Assigned = append(d.n.out.Assigned, r)
 	}
-	n.dur.after(r, done)
+	d.after(r, done)
 }
 
 // persist starts a write when the pool has changed and none is under way.
