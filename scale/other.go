@@ -83,6 +83,9 @@ func (o *otherClient) call(action string) {
 		// token as well, EC2 counting a call before it reads it.
 		_, err = o.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String("eni-0000000000000other"),
 			SecondaryPrivateIpAddressCount: aws.Int32(1)})
+	default:
+		o.r.fatal(fmt.Errorf("the account's other client has no call for %s (otherActions and call disagree)", action))
+		return
 	}
 	o.sent++
 	var ae smithy.APIError
