@@ -134,7 +134,7 @@ func start(ctx context.Context, c *sim.Cloud, opts Options, hooks mirrorHooks) (
 	if f.router, err = f.newSpace("router"); err != nil {
 		return nil, err
 	}
-	if err := setSysctls(f.router.path, routerSysctls); err != nil {
+	if err := setSysctls(f.router.path, routerSysctls()); err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
 	if err := sourceCheck6(f.router.path); err != nil {
@@ -143,8 +143,8 @@ func start(ctx context.Context, c *sim.Cloud, opts Options, hooks mirrorHooks) (
 	if f.internet, err = f.newSpace("internet"); err != nil {
 		return nil, err
 	}
-	// The internet is a host, not a router: its addresses need no DAD
-	// either, for the same reason as the VPC's.
+	// The internet's IPv6 address is the fabric's to give, like EC2's, so
+	// it skips DAD too (see ipv6.go).
 	if err := setSysctls(f.internet.path, map[string]string{
 		"net.ipv6.conf.all.accept_dad": "0", "net.ipv6.conf.default.accept_dad": "0",
 	}); err != nil {

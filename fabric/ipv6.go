@@ -16,9 +16,12 @@ import (
 // IPv6 in the fabric follows what an instance sees of a dual-stack VPC:
 //
 //   - The VPC router answers at the link-local fe80::1 on every ENI of a
-//     dual-stack subnet; an instance's IPv6 default route points there
-//     (aws-node's IPv6 mode counts on the node having it, and gives its
-//     pods the same gateway address on their veths).
+//     dual-stack subnet, and an instance's IPv6 default route points
+//     there. aws-node's IPv6 mode leaves the node's default route alone
+//     and sends its pods' traffic by it. (A real instance learns its
+//     gateway from the VPC's router advertisements, which the fabric does
+//     not send; that the address is fe80::1 is taken from the brief of
+//     issue 27, not checked against a VPC.)
 //   - Every IPv6 address EC2 assigns to an ENI is a /128 route over the
 //     ENI's wire with a permanent neighbour entry to the ENI's MAC, as for
 //     IPv4: the VPC never asks an instance who has an address.
@@ -53,16 +56,18 @@ var (
 // subnet's /64 always lies in one, so the block is the /64 cut to /56.
 const vpcIPv6Bits = 56
 
-// routerSysctls make the router an IPv6 router whose links never hold an
-// address tentative (see the package note on DAD).
-// The kernel applies the larger of "all" and a link's own accept_dad, so
-// both are set.
-var routerSysctls = map[string]string{
-	"net.ipv4.ip_forward":              "1",
-	"net.ipv6.conf.all.forwarding":     "1",
-	"net.ipv6.conf.default.forwarding": "1",
-	"net.ipv6.conf.all.accept_dad":     "0",
-	"net.ipv6.conf.default.accept_dad": "0",
+// routerSysctls make the router a router for both families whose links
+// never hold an address tentative (see the note on DAD above). The kernel
+// applies the larger of "all" and a link's own accept_dad, so both are
+// set; links made later take "default".
+func routerSysctls() map[string]string {
+	return map[string]string{
+		"net.ipv4.ip_forward":              "1",
+		"net.ipv6.conf.all.forwarding":     "1",
+		"net.ipv6.conf.default.forwarding": "1",
+		"net.ipv6.conf.all.accept_dad":     "0",
+		"net.ipv6.conf.default.accept_dad": "0",
+	}
 }
 
 // wireInternet6 gives the router-internet link its IPv6 addresses and the
