@@ -63,17 +63,15 @@ type world6 struct {
 	n1, n2 *node6
 }
 
-// startDualStack starts the fabric on the dual-stack cloud, assigns each
-// node's primary ENI a /80 through the EC2 API, waits until the router
-// routes them and puts a pod stand-in address from each on the node.
-func startDualStack(t *testing.T) *world6 {
+// startWorld starts a fabric on a cloud made from topology.
+func startWorld(t *testing.T, topology string) (*world6, *sim.Cloud) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces")
 	}
 	simtest.IsolateAWSEnv(t)
 	clock := sim.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	cloud := simtest.New(t, dualStackTopology, sim.Options{Now: clock.Now, AfterFunc: clock.AfterFunc})
+	cloud := simtest.New(t, topology, sim.Options{Now: clock.Now, AfterFunc: clock.AfterFunc})
 	b := make([]byte, 3)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -91,9 +89,18 @@ func startDualStack(t *testing.T) *world6 {
 	})
 	w := &world6{t: t, ctx: ctx, f: f, ec2: simtest.EC2Client(cloud.EC2Handler(), "AKIDSIM")}
 	w.router = handleAt(t, f.RouterNS())
+	return w, cloud
+}
+
+// startDualStack starts the fabric on the dual-stack cloud, assigns each
+// node's primary ENI a /80 through the EC2 API, waits until the router
+// routes them and puts a pod stand-in address from each on the node.
+func startDualStack(t *testing.T) *world6 {
+	t.Helper()
+	w, cloud := startWorld(t, dualStackTopology)
 	w.n1, w.n2 = w.node(cloud, "i-node1"), w.node(cloud, "i-node2")
 	for _, n := range []*node6{w.n1, w.n2} {
-		out, err := w.ec2.AssignIpv6Addresses(ctx, &ec2.AssignIpv6AddressesInput{
+		out, err := w.ec2.AssignIpv6Addresses(w.ctx, &ec2.AssignIpv6AddressesInput{
 			NetworkInterfaceId: aws.String(n.eni), Ipv6PrefixCount: aws.Int32(1),
 		})
 		if err != nil {
@@ -115,15 +122,19 @@ func (w *world6) node(cloud *sim.Cloud, id string) *node6 {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if len(ifs) != 1 || len(ifs[0].IPv6Addresses) != 1 {
-		w.t.Fatalf("%s: want one ENI with one IPv6 address from its subnet, got %+v", id, ifs)
+	if len(ifs) != 1 {
+		w.t.Fatalf("%s: want one ENI, got %+v", id, ifs)
 	}
 	mac, err := net.ParseMAC(ifs[0].MAC)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	path, _ := w.f.NodeNS(id)
-	return &node6{id: id, eni: ifs[0].ID, mac: mac, path: path, nl: handleAt(w.t, path), addr: ifs[0].IPv6Addresses[0]}
+	n := &node6{id: id, eni: ifs[0].ID, mac: mac, path: path, nl: handleAt(w.t, path)}
+	if len(ifs[0].IPv6Addresses) > 0 {
+		n.addr = ifs[0].IPv6Addresses[0]
+	}
+	return n
 }
 
 func handleAt(t *testing.T, path string) *netlink.Handle {
@@ -261,6 +272,9 @@ func (w *world6) mustConnect(what, path string, src netip.Addr, dst netip.AddrPo
 func TestIPv6NodesAndPodsReachEachOtherAndTheInternetThroughTheRouter(t *testing.T) {
 	w := startDualStack(t)
 	n1, n2 := w.n1, w.n2
+	if !n1.addr.IsValid() || !n2.addr.IsValid() {
+		t.Fatal("a node's primary ENI got no IPv6 address on creation")
+	}
 	n2node := echoServer(t, n2.path, n2.addr)
 	n2pod := echoServer(t, n2.path, n2.pod)
 	inet := echoServer(t, w.f.InternetNS(), InternetAddr6)
@@ -507,6 +521,60 @@ func TestIPv6UnassignedAddressesAndPrefixesStopBeingRouted(t *testing.T) {
 	if got := receivedBefore(t, sink, "marker-2"); len(got) != 0 {
 		t.Errorf("after the unassign node2 still received %v", got)
 	}
+	if err := w.f.Err(); err != nil {
+		t.Error(err)
+	}
+}
+
+// An IPv4-only VPC made dual stack while the fabric runs: a VPC block
+// associated at run time, a subnet given a /64 of it, an address assigned
+// to a node that booted without IPv6.
+const lateIPv6Topology = `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16]}
+subnets:
+  - {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/24}
+securityGroups: [sg-0sim]
+instances:
+  - {id: i-node1, type: m5.large, subnet: subnet-a}
+throttle: {disabled: true}
+seed: 1
+`
+
+func TestIPv6AddedToARunningVPCIsRoutedBothWays(t *testing.T) {
+	w, cloud := startWorld(t, lateIPv6Topology)
+	n := w.node(cloud, "i-node1")
+	if _, err := w.ec2.AssociateVpcCidrBlock(w.ctx, &ec2.AssociateVpcCidrBlockInput{
+		VpcId: aws.String("vpc-0sim"), AmazonProvidedIpv6CidrBlock: aws.Bool(true),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	vpcs, err := w.ec2.DescribeVpcs(w.ctx, &ec2.DescribeVpcsInput{VpcIds: []string{"vpc-0sim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := netip.MustParsePrefix(aws.ToString(vpcs.Vpcs[0].Ipv6CidrBlockAssociationSet[0].Ipv6CidrBlock))
+	subnet := netip.PrefixFrom(block.Addr(), 64)
+	if _, err := w.ec2.AssociateSubnetCidrBlock(w.ctx, &ec2.AssociateSubnetCidrBlockInput{
+		SubnetId: aws.String("subnet-a"), Ipv6CidrBlock: aws.String(subnet.String()),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.ec2.AssignIpv6Addresses(w.ctx, &ec2.AssignIpv6AddressesInput{
+		NetworkInterfaceId: aws.String(n.eni), Ipv6AddressCount: aws.Int32(1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.MustParseAddr(out.AssignedIpv6Addresses[0])
+	w.awaitRouted(netip.PrefixFrom(addr, 128), true)
+	// The instance's OS would configure it from DHCPv6; the fabric does
+	// only at boot, so the test does it here.
+	w.addLocal(n, addr)
+	inet := echoServer(t, w.f.InternetNS(), InternetAddr6)
+	w.mustConnect("node to internet", n.path, addr, inet)
+	node := echoServer(t, n.path, addr)
+	w.mustConnect("internet to node", w.f.InternetNS(), InternetAddr6, node)
 	if err := w.f.Err(); err != nil {
 		t.Error(err)
 	}
