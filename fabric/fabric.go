@@ -61,6 +61,12 @@ type Fabric struct {
 	done         chan struct{}
 	servers      []*http.Server
 
+	// mu6 guards vpc6, the VPC IPv6 blocks routed on the router and from
+	// the internet; it is held across the netlink calls that route a new
+	// block, so that two lanes never route one twice.
+	mu6  sync.Mutex
+	vpc6 map[netip.Prefix]bool
+
 	// mu guards everything below.
 	mu    sync.Mutex
 	enis  map[string]*wiredENI // by ENI ID
@@ -111,6 +117,7 @@ func start(ctx context.Context, c *sim.Cloud, opts Options, hooks mirrorHooks) (
 	f := &Fabric{
 		cloud: c, prefix: opts.Prefix, log: opts.Logger, mtu: opts.MTU, created: opts.Created,
 		nodes: map[string]*node{}, enis: map[string]*wiredENI{}, lanes: map[slot]*lane{}, changed: make(chan struct{}),
+		vpc6: map[netip.Prefix]bool{},
 		done: make(chan struct{}), hooks: hooks,
 	}
 	if f.log == nil {
@@ -127,11 +134,21 @@ func start(ctx context.Context, c *sim.Cloud, opts Options, hooks mirrorHooks) (
 	if f.router, err = f.newSpace("router"); err != nil {
 		return nil, err
 	}
-	if err := setSysctl(f.router.path, "net.ipv4.ip_forward", "1"); err != nil {
+	if err := setSysctls(f.router.path, routerSysctls()); err != nil {
 		return nil, fmt.Errorf("router: %w", err)
+	}
+	if err := sourceCheck6(f.router.path); err != nil {
+		return nil, err
 	}
 	if f.internet, err = f.newSpace("internet"); err != nil {
 		return nil, err
+	}
+	// The internet's IPv6 address is the fabric's to give, like EC2's, so
+	// it skips DAD too (see ipv6.go).
+	if err := setSysctls(f.internet.path, map[string]string{
+		"net.ipv6.conf.all.accept_dad": "0", "net.ipv6.conf.default.accept_dad": "0",
+	}); err != nil {
+		return nil, fmt.Errorf("internet: %w", err)
 	}
 	if err := f.wireInternet(); err != nil {
 		return nil, err

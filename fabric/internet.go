@@ -19,10 +19,11 @@ var (
 // InternetNS is the path of the namespace standing for the internet.
 func (f *Fabric) InternetNS() string { return f.internet.path }
 
-// wireInternet links the router to the internet namespace. The router has
-// no default route: like an internet gateway it forwards only between the
-// VPC and the outside, and replies reach a pod only if they come back to
-// an address EC2 assigned, which SNAT to the node's primary address gives.
+// wireInternet links the router to the internet namespace. For IPv4 the
+// router has no default route: like an internet gateway it forwards only
+// between the VPC and the outside, and replies reach a pod only if they
+// come back to an address EC2 assigned, which SNAT to the node's primary
+// address gives. For IPv6 see wireInternet6.
 func (f *Fabric) wireInternet() error {
 	for _, c := range f.cloud.VPCCIDRs() {
 		if c.Overlaps(internetNet) {
@@ -51,7 +52,7 @@ func (f *Fabric) wireInternet() error {
 	if err := f.internet.nl.RouteReplace(def); err != nil {
 		return fmt.Errorf("internet default route: %w", err)
 	}
-	return nil
+	return f.wireInternet6()
 }
 
 // upWithAddr gives the named link an address and brings it up.

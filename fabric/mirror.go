@@ -171,8 +171,12 @@ func (f *Fabric) apply(l *lane, ev sim.Event) error {
 		return w.routeAddrs(l.nl, ev.Prefixes, true)
 	case sim.PrefixesUnassigned:
 		return w.routeAddrs(l.nl, ev.Prefixes, false)
+	case sim.IPv6AddressesAssigned, sim.IPv6AddressesUnassigned, sim.IPv6PrefixesAssigned, sim.IPv6PrefixesUnassigned:
+		return f.mirror6(l, w, ev)
 	}
-	return nil
+	// A kind added to the emulator must be mirrored on purpose: ignored,
+	// the namespaces would silently stop matching EC2.
+	return fmt.Errorf("the fabric does not mirror events of kind %q", ev.Kind)
 }
 
 // routerLinkName is the router's end of the wire to an instance's slot.
@@ -205,7 +209,8 @@ func standInMAC(mac net.HardwareAddr) net.HardwareAddr {
 // lay makes the ENI's wire as its attach begins: a veth pair whose node
 // end appears in the node as eth<device index> (c<card>eth<device index>
 // on network cards other than 0), down and carrying a stand-in MAC, and
-// the router's routes and neighbour entries for every address of the ENI.
+// the router's routes and neighbour entries for every address of the ENI,
+// IPv6 ones and the fe80::1 gateway included in a dual-stack subnet.
 // The VPC learns an attachment's routes while the instance waits for the
 // device, so none of this work is left for the moment the attach
 // completes, when a burst's pods wait for it.
@@ -252,6 +257,11 @@ func (f *Fabric) lay(l *lane, ev sim.Event) error {
 	}); err != nil {
 		return err
 	}
+	// The node's end holds no address tentative either (see ipv6.go):
+	// its link-local is the source of its solicitations for fe80::1.
+	if err := setSysctl(n.path, "net.ipv6.conf."+nodeLink+".accept_dad", "0"); err != nil {
+		return fmt.Errorf("node %s: %w", n.id, err)
+	}
 	f.mu.Lock()
 	f.enis[ev.NetworkInterfaceID] = w
 	f.mu.Unlock()
@@ -261,7 +271,19 @@ func (f *Fabric) lay(l *lane, ev sim.Event) error {
 	if err := w.routeAddrs(l.nl, hostPrefixes(ev.Addresses), true); err != nil {
 		return err
 	}
-	return w.routeAddrs(l.nl, ev.Prefixes, true)
+	if err := w.routeAddrs(l.nl, ev.Prefixes, true); err != nil {
+		return err
+	}
+	if !ev.SubnetIPv6CIDR.IsValid() {
+		return nil
+	}
+	if err := f.vpcBlock6(l.nl, ev.SubnetIPv6CIDR); err != nil {
+		return err
+	}
+	if err := w.gateway6(l.nl); err != nil {
+		return err
+	}
+	return w.route6(l.nl, ev.IPv6Addresses, ev.IPv6Prefixes, true)
 }
 
 // attach plugs the ENI in as its attach completes: the node end gets the
@@ -289,9 +311,12 @@ func (f *Fabric) attach(l *lane, ev sim.Event) error {
 		return fmt.Errorf("plug in %s/%s: MAC %s: %w", n.id, nodeLink, w.mac, err)
 	}
 	l.plugged = true
-	if ev.NetworkCardIndex == 0 && ev.DeviceIndex == 0 && len(ev.Addresses) > 0 {
+	if primarySlot(ev) && len(ev.Addresses) > 0 {
 		gw := netfacts.SubnetGateway(ev.SubnetCIDR)
 		if err := f.bootPrimary(n, nodeLink, netip.PrefixFrom(ev.Addresses[0], ev.SubnetCIDR.Bits()), gw); err != nil {
+			return err
+		}
+		if err := f.bootPrimary6(n, nodeLink, ev); err != nil {
 			return err
 		}
 	}
