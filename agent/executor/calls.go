@@ -28,12 +28,23 @@ func (x *Executor) Calls(job nodestate.Job) []string {
 	zone := x.cachedSubnets()
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	attach := job.Kind == nodestate.JobAction && job.Action.Kind == ipam.AttachENI
+	if attach && zone != nil && !job.Action.Prefixes {
+		// The attach creates in these subnets, however long its grant
+		// waits and whatever the cache holds when it runs: it was not
+		// granted a read of its own.
+		if x.booked == nil {
+			x.booked = map[uint64]*zoneSubnets{}
+		}
+		x.booked[job.ID] = zone
+	}
 	return slices.DeleteFunc(slices.Clone(calls), func(action string) bool {
-		attach := job.Kind == nodestate.JobAction && job.Action.Kind == ipam.AttachENI
 		switch {
 		case attach && action == "DescribeNetworkInterfaces":
 			return x.primaryCTRead
-		case attach && action == "DescribeSubnets":
+		case attach && action == "DescribeSubnets" && !job.Action.Prefixes:
+			// With prefixes a create refused for fragmentation asks the
+			// subnet's free count (subnetFree): booked still.
 			return x.CustomNetwork || zone != nil
 		case job.Kind == nodestate.JobResync && action == "DescribeSubnets":
 			return zone != nil && len(zone.all) > 0
@@ -43,6 +54,15 @@ func (x *Executor) Calls(job nodestate.Job) []string {
 		}
 		return false
 	})
+}
+
+// bookedSubnets takes the subnets Calls booked job's attach with, if any.
+func (x *Executor) bookedSubnets(id uint64) *zoneSubnets {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	z := x.booked[id]
+	delete(x.booked, id)
+	return z
 }
 
 // knownCIDRLocked says whether subnetCIDR answers for subnet without a

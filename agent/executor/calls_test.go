@@ -148,8 +148,24 @@ func TestAfterStartUpNoJobBooksADescribeSubnetsWhileTheZonesSubnetsAreFresh(t *t
 			t.Errorf("the attach called %s, which it did not ask for (%v; it called %v)", call, granted, calls)
 		}
 	}
+	// Booked while the subnets were fresh, run after they expired (its
+	// grant waited): it creates in them and reads nothing it was not
+	// granted. Found by the simulation's I11.
+	attach.ID = 2
+	granted = x.Calls(attach)
 	now = now.Add(subnetsTTL)
+	if _, calls := attachWith(t, x, c, 2); calls["DescribeSubnets"] != 0 || slices.Contains(granted, "DescribeSubnets") {
+		t.Errorf("an attach booked with fresh subnets and run after they expired was granted %v and called %v", granted, calls)
+	}
+	attach.ID = 3
 	if !slices.Contains(x.Calls(attach), "DescribeSubnets") {
 		t.Errorf("%s after start-up an attach asks for %v; it reads the subnets again and must book that", subnetsTTL, x.Calls(attach))
+	}
+	// With prefixes a create refused for fragmentation asks the subnet's
+	// free count: booked whatever the cache holds.
+	now = now.Add(-subnetsTTL)
+	attach.Action.Prefixes = true
+	if !slices.Contains(x.Calls(attach), "DescribeSubnets") {
+		t.Errorf("a prefix attach asks for %v; a fragmented subnet's free count is a DescribeSubnets", x.Calls(attach))
 	}
 }

@@ -130,6 +130,9 @@ type Executor struct {
 	vpcID         string
 	zone          *zoneSubnets
 	created       map[string]string
+	// booked are the subnets an attach job was booked with (Calls), by
+	// job id, until it runs.
+	booked map[uint64]*zoneSubnets
 }
 
 // Run performs job and returns its result event.
@@ -363,7 +366,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		x.attach(ctx, act, job.Device, &res)
+		x.attach(ctx, act, job.Device, x.bookedSubnets(job.ID), &res)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -414,7 +417,7 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // may have attached it after all (then the next resync adopts it); when
 // that delete fails too (throttled, a 5xx) the result names the ENI as
 // Leftover, and the machine deletes it until EC2 confirms it is gone.
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *nodestate.ActionResult) {
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, booked *zoneSubnets, res *nodestate.ActionResult) {
 	in := cloud.CreateENIInput{
 		SecurityGroups: act.SecurityGroups,
 		// The device index makes creates started at the same instant for
@@ -433,7 +436,7 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *no
 		return
 	}
 	in.ConnTrack = ct
-	subnets, err := x.createSubnets(ctx, act)
+	subnets, err := x.createSubnets(ctx, act, booked)
 	if err != nil {
 		res.Err = err
 		return
