@@ -60,6 +60,10 @@ func (a *Agent) updateReadiness(ctx context.Context, v nodestate.View) {
 	a.kube.SetReady(ready && a.confState.Load() == confWritten)
 }
 
+// pluginTimeoutSlack is how much longer than VPCNET_ADD_WAIT the plugin
+// waits for the agent's answer to an Add.
+const pluginTimeoutSlack = 30 * time.Second
+
 // The CNI configuration's state: not yet written, being written, written.
 const (
 	confNone int32 = iota
@@ -71,7 +75,11 @@ func (a *Agent) installConf(tell func(nodestate.Event) bool) {
 	// Bandwidth is chained as aws-node chains it (ENABLE_BANDWIDTH_PLUGIN):
 	// after the plugin that wires the pod, taking the runtime's
 	// bandwidth capability from the pod's annotations.
-	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin}
+	// The plugin waits for the agent's longest answer to an Add, a
+	// wait for an address, with room for the checkpoint and the pod's
+	// policy rules.
+	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin,
+		Timeout: a.cfg.AddWait + pluginTimeoutSlack}
 	if err := a.disk.InstallConf(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
 		a.confState.Store(confNone)

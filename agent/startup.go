@@ -217,12 +217,13 @@ func (a *Agent) bootNode(ctx context.Context) (*nodestate.Node, error) {
 		// the budget, if any, spaces the reads out (urgent: the node
 		// serves no pod until it has read EC2).
 		if a.budget != nil {
-			// Each secondary ENI's subnet is described, once.
+			// The subnets new ENIs may use, which hold the secondary
+			// ENIs', are read once (Executor.Boot).
 			if err := a.budget.Acquire(ctx, []string{"DescribeNetworkInterfaces", "DescribeSubnets"}, func() bool { return true }); err != nil {
 				return err
 			}
 		}
-		at, err := a.x.Attached(ctx, nil)
+		at, err := a.x.Boot(ctx)
 		boot.ENIs, boot.Devices, boot.Unmanaged = at.ENIs, at.Devices, at.Unmanaged
 		return err
 	}); err != nil {

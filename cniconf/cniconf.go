@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/vpcnet/vpcnet/internal/atomicfile"
 )
@@ -38,6 +39,11 @@ type Options struct {
 	HostPorts bool
 	// Bandwidth chains the reference bandwidth plugin for traffic shaping.
 	Bandwidth bool
+	// Timeout bounds each of the plugin's calls to the agent; the
+	// plugin's default when zero. It must outlast the agent's longest
+	// wait for an address (VPCNET_ADD_WAIT), or the plugin gives up on
+	// an address that is on its way.
+	Timeout time.Duration
 }
 
 // PluginConf is vpcnet's own entry in the list; the plugin parses the same
@@ -85,6 +91,9 @@ func Render(opts Options) ([]byte, error) {
 		return nil, fmt.Errorf("render CNI config: agent socket path is empty")
 	}
 	self := PluginConf{Type: "vpcnet", Socket: opts.Socket}
+	if opts.Timeout > 0 {
+		self.Timeout = opts.Timeout.String()
+	}
 	if opts.HostPorts {
 		self.Capabilities = map[string]bool{"portMappings": true}
 	}

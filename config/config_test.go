@@ -53,7 +53,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		NetworkName:         "aws-cni",
 		AWSCNICheckpoint:    "/var/run/aws-node/ipam.json",
 		EC2CallTimeout:      10 * time.Second,
-		AddWait:             10 * time.Second,
+		AddWait:             time.Minute,
 		DemandMemory:        time.Minute,
 		DetachHold:          5 * time.Minute,
 		ReclaimAfter:        2 * time.Minute,

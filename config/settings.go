@@ -97,7 +97,7 @@ var settings = []setting{
 		0, func(c *Config) *time.Duration { return &c.ENIGrace }),
 	durationVar("VPCNET_LEAKED_ENI_GRACE", "10m", "How long an available ENI with this cluster's tag waits before it is deleted as leaked.",
 		time.Minute, func(c *Config) *time.Duration { return &c.LeakedENIGrace }),
-	durationVar("VPCNET_ADD_WAIT", "10s", "How long the plugin's request for an address waits for one before failing with the reason.",
+	durationVar("VPCNET_ADD_WAIT", "1m", "How long the plugin's request for an address waits while one is on its way (addresses being assigned, an ENI attaching, the cluster's EC2 budget, a cooldown) before failing with the reason; when none can come (subnet exhausted, ENI or max-pods limit, node cordoned, IAM refusal, ENIConfig not usable) it fails with the reason after 10 s. A failed ADD makes kubelet tear the sandbox down and try again only after its 10-15 s backoff; the plugin's timeout in the CNI configuration the agent writes is this plus 30 s.",
 		time.Second, func(c *Config) *time.Duration { return &c.AddWait }),
 	durationVar("VPCNET_ADD_DEMAND_MEMORY", "1m", "How long an address request that timed out still counts as demand: kubelet retries it, so the warm pool must not shrink under it meanwhile.",
 		time.Second, func(c *Config) *time.Duration { return &c.DemandMemory }),

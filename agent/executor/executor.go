@@ -130,6 +130,9 @@ type Executor struct {
 	vpcID         string
 	zone          *zoneSubnets
 	created       map[string]string
+	// booked are the subnets an attach job was booked with (Calls), by
+	// job id, until it runs.
+	booked map[uint64]*zoneSubnets
 }
 
 // Run performs job and returns its result event.
@@ -202,6 +205,43 @@ func (x *Executor) Attached(ctx context.Context, known []string) (Attached, erro
 	if err != nil {
 		return Attached{}, fmt.Errorf("list ENIs attached to %s: %w", x.InstanceID, err)
 	}
+	x.notePrimaryIn(enis)
+	return x.attached(ctx, enis, known)
+}
+
+// Boot is Attached at start-up, which also reads the subnets new ENIs
+// may go to, in the one DescribeSubnets call start-up's grant books: the
+// secondary ENIs' subnets are among them, and the node's attaches and
+// confirms in the next subnetsTTL need no DescribeSubnets of their own.
+// A grant that books a read only because an attach may make it is
+// booked at the attach's slot, behind the whole cluster's creates, and
+// every request naming that read then waits behind them too (a 300-node
+// join's attachment confirms waited 44 s).
+func (x *Executor) Boot(ctx context.Context) (Attached, error) {
+	enis, err := x.Cloud.ListENIs(ctx, cloud.ENIFilter{InstanceID: x.InstanceID})
+	if err != nil {
+		return Attached{}, fmt.Errorf("list ENIs attached to %s: %w", x.InstanceID, err)
+	}
+	x.notePrimaryIn(enis)
+	if !x.CustomNetwork && x.cachedSubnets() == nil {
+		// A failed read is not start-up's failure: each subnet is then
+		// described as it is met, and the first create reads again.
+		_, _, _ = x.readSubnets(ctx, ipam.Action{SubnetID: x.Self.Primary.SubnetID})
+	}
+	return x.attached(ctx, enis, nil)
+}
+
+// notePrimaryIn keeps what the primary ENI's listing says (its
+// connection tracking and VPC).
+func (x *Executor) notePrimaryIn(enis []cloud.ENI) {
+	for _, e := range enis {
+		if a := e.Attachment; a != nil && a.InstanceID == x.InstanceID && a.NetworkCardIndex == 0 && a.DeviceIndex == 0 {
+			x.notePrimary(e)
+		}
+	}
+}
+
+func (x *Executor) attached(ctx context.Context, enis []cloud.ENI, known []string) (Attached, error) {
 	var out Attached
 	for _, e := range enis {
 		if e.Attachment == nil || e.Attachment.InstanceID != x.InstanceID {
@@ -209,9 +249,6 @@ func (x *Executor) Attached(ctx context.Context, known []string) (Attached, erro
 		}
 		if e.Attachment.NetworkCardIndex == 0 {
 			out.Devices = append(out.Devices, e.Attachment.DeviceIndex)
-			if e.Attachment.DeviceIndex == 0 {
-				x.notePrimary(e)
-			}
 		}
 		if why := UnmanagedReason(e); why != "" {
 			out.Unmanaged = append(out.Unmanaged, nodestate.UnmanagedENI{ID: e.ID, NetworkCard: e.Attachment.NetworkCardIndex,
@@ -329,7 +366,7 @@ func (x *Executor) action(ctx context.Context, job nodestate.Job) nodestate.Even
 	case ipam.AssignBlocks:
 		res.Blocks, res.Err = x.assign(ctx, act)
 	case ipam.AttachENI:
-		x.attach(ctx, act, job.Device, &res)
+		x.attach(ctx, act, job.Device, x.bookedSubnets(job.ID), &res)
 	case ipam.ReleaseBlocks:
 		res = x.release(ctx, job)
 	case ipam.DetachENI:
@@ -380,7 +417,7 @@ func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix,
 // may have attached it after all (then the next resync adopts it); when
 // that delete fails too (throttled, a 5xx) the result names the ENI as
 // Leftover, and the machine deletes it until EC2 confirms it is gone.
-func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *nodestate.ActionResult) {
+func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, booked *zoneSubnets, res *nodestate.ActionResult) {
 	in := cloud.CreateENIInput{
 		SecurityGroups: act.SecurityGroups,
 		// The device index makes creates started at the same instant for
@@ -399,7 +436,7 @@ func (x *Executor) attach(ctx context.Context, act ipam.Action, dev int, res *no
 		return
 	}
 	in.ConnTrack = ct
-	subnets, err := x.createSubnets(ctx, act)
+	subnets, err := x.createSubnets(ctx, act, booked)
 	if err != nil {
 		res.Err = err
 		return

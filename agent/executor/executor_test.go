@@ -168,7 +168,7 @@ func TestCreateSubnetsWhenEC2CannotDescribeSubnets(t *testing.T) {
 	} {
 		x := &Executor{Cloud: &tc.c, SubnetDiscovery: tc.discovery, ClusterName: "blue",
 			Self: cloud.Self{Primary: cloud.Interface{SubnetID: "subnet-node"}}}
-		got, err := x.createSubnets(context.Background(), ipam.Action{Kind: ipam.AttachENI, SubnetID: "subnet-node"})
+		got, err := x.createSubnets(context.Background(), ipam.Action{Kind: ipam.AttachENI, SubnetID: "subnet-node"}, nil)
 		switch {
 		case tc.want == nil && err == nil:
 			t.Errorf("%s: subnets %v, want an error", tc.name, got)

@@ -143,13 +143,19 @@ func (x *Executor) forgetSubnets() {
 // without discovery and refused with it (aws-node's fallback asks EC2
 // about the node's subnet again, and quits when that fails); when only
 // the zone's listing fails, the node's own subnet is used if its tags
-// allow. What EC2 said is kept for subnetsTTL (readSubnets).
-func (x *Executor) createSubnets(ctx context.Context, act ipam.Action) ([]string, error) {
+// allow. What EC2 said is kept for subnetsTTL (readSubnets). booked,
+// when not nil, is the read the attach's grant was booked with: used
+// even if it has expired or been dropped since, as the grant holds no
+// read of its own.
+func (x *Executor) createSubnets(ctx context.Context, act ipam.Action, booked *zoneSubnets) ([]string, error) {
 	if x.CustomNetwork {
 		return []string{act.SubnetID}, nil
 	}
 	primary := x.Self.Primary.SubnetID
-	z := x.cachedSubnets()
+	z := booked
+	if z == nil {
+		z = x.cachedSubnets()
+	}
 	if z == nil {
 		var ret []string
 		var err error

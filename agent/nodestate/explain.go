@@ -92,6 +92,19 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	return e
 }
 
+// onItsWay says whether an address may still come without anyone's
+// help: EC2 is being asked (pending), will be asked again (throttled, an
+// error that may pass), a released address is cooling down, or a
+// fragmented subnet's fallback to single addresses is under way. The
+// other reasons need an operator, or other pods to go.
+func (e *NoAddressError) onItsWay() bool {
+	switch e.Reason {
+	case ReasonPending, ReasonThrottled, ReasonEC2Error, ReasonCooldown, ReasonSubnetFragmented:
+		return true
+	}
+	return false
+}
+
 // IsNoAddress says whether err is a NoAddressError.
 func IsNoAddress(err error) bool {
 	var na *NoAddressError

@@ -15,7 +15,24 @@ type waiter struct {
 	key      ipam.Key
 	pod      ipam.Pod
 	deadline time.Time
+	// judgeAt is when the Add fails if no address is on its way (see
+	// hopelessWait); judging, once it has come: from then on it is
+	// judged at every step, not woken for, since what ends the hope (a
+	// refusal from EC2, a cordon) comes as an event.
+	judgeAt time.Time
+	judging bool
 }
+
+// hopelessWait is how long an Add waits when no address is on its way
+// (the subnet is out of addresses, the instance out of ENIs, the node
+// cordoned, EC2 refusing the node's role): the time every Add waited
+// before AddWait grew, so the reason reaches kubelet as soon as before.
+// An Add whose address is on its way (an ENI attaching, addresses being
+// assigned, a grant of the cluster's EC2 budget, a cooldown ending)
+// waits up to AddWait instead: failing it makes kubelet tear the
+// sandbox down and try again only after its backoff (10 to 15 s), so
+// the pod starts that much after its address came.
+const hopelessWait = 10 * time.Second
 
 // requests are the Adds waiting for an address, and the demand of those
 // that gave up: kubelet retries a failed ADD, so for DemandMemory it still
@@ -38,6 +55,9 @@ func (r *requests) nextDeadline() time.Time {
 	for _, w := range r.waiters {
 		if t.IsZero() || w.deadline.Before(t) {
 			t = w.deadline
+		}
+		if !w.judging && w.judgeAt.Before(t) {
+			t = w.judgeAt
 		}
 	}
 	for _, until := range r.demand {
@@ -98,7 +118,8 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 	if n.reqs.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
 		return
 	}
-	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod, deadline: now.Add(n.cfg.AddWait)})
+	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod,
+		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait))})
 	n.burst.waited(now)
 }
 
@@ -158,12 +179,22 @@ func (x *requests) serveWaiters(now time.Time) {
 	}
 }
 
-// expireWaiters fails the Adds whose wait is over, each with the reason.
+// expireWaiters fails the Adds whose wait is over, each with the reason:
+// after AddWait, or after hopelessWait when no address is on its way.
 func (x *requests) expireWaiters(now time.Time) {
 	n := x.n
 	var keep []waiter
+	var why *NoAddressError // the node's, made once
 	for _, w := range n.reqs.waiters {
-		if now.Before(w.deadline) {
+		hopeless := false
+		if !now.Before(w.judgeAt) && now.Before(w.deadline) {
+			w.judging = true
+			if why == nil {
+				why = n.explain(w.pod, now)
+			}
+			hopeless = !why.onItsWay()
+		}
+		if now.Before(w.deadline) && !hopeless {
 			keep = append(keep, w)
 			continue
 		}

@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/netfacts"
 )
 
@@ -164,4 +167,36 @@ func FuzzParseArgs(f *testing.F) {
 			t.Fatalf("veth of pod %q/%q: %v", p.namespace, p.name, err)
 		}
 	})
+}
+
+// The agent waits up to VPCNET_ADD_WAIT (a minute by default) for an
+// address on its way and writes its plugin a timeout beyond that: the
+// plugin must wait that long, not its own 30 s default, or it gives up
+// on an address the agent is about to hand it.
+func TestThePluginWaitsAsLongAsTheConfigurationTheAgentWritesSays(t *testing.T) {
+	data, err := cniconf.Render(cniconf.Options{NetworkName: "aws-cni", Socket: "/run/vpcnet/vpcnetd.sock", Timeout: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runtime adds the list's name and version to the plugin's entry.
+	var entry map[string]any
+	if err := json.Unmarshal(list.Plugins[0].Bytes, &entry); err != nil {
+		t.Fatal(err)
+	}
+	entry["name"], entry["cniVersion"] = list.Name, list.CNIVersion
+	stdin, err := json.Marshal(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseConf(stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.timeout != 90*time.Second {
+		t.Errorf("the plugin waits %s for the agent; the configuration says 90s", c.timeout)
+	}
 }

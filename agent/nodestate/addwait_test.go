@@ -1,0 +1,80 @@
+package nodestate
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/ipam"
+)
+
+// An Add whose address is on its way waits up to AddWait: failed sooner,
+// kubelet tears its sandbox down and asks again only after its backoff
+// (10 to 15 s), and the pod starts that long after the address came. An
+// Add no address can come for (here a cordoned node that may not grow)
+// fails after hopelessWait with the reason, as every Add did before
+// AddWait grew.
+func TestAnAddWaitsForAnAddressOnItsWayAndFailsSoonWhenNoneCanCome(t *testing.T) {
+	cfg := testConfig()
+	cfg.AddWait = time.Minute
+	full := func(t *testing.T) (*Node, []Job) {
+		t.Helper()
+		n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Step(t0, HostResult{})
+		n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
+		jobs, _ := drain(t, n, t0)
+		return n, jobs
+	}
+	add := func(n *Node, now time.Time) {
+		n.Step(now, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
+	}
+
+	t.Run("on its way", func(t *testing.T) {
+		n, jobs := full(t)
+		add(n, t0)
+		more, replies := drain(t, n, t0)
+		grow, ok := find(append(jobs, more...), func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks })
+		if !ok || len(replies) != 0 {
+			t.Fatalf("the second pod on a full node: jobs %v, replies %v; want the pool to grow and the Add to wait", jobs, replies)
+		}
+		if wake := n.wake(); wake.Before(t0.Add(hopelessWait)) {
+			t.Fatalf("the node wants to be woken at %v, before the Add could be judged", wake.Sub(t0))
+		}
+		at := t0.Add(hopelessWait + 5*time.Second)
+		n.Step(at, Tick{})
+		if _, replies := drain(t, n, at); len(replies) != 0 {
+			t.Fatalf("after %v, with the pool's growth under way, the Add was answered: %+v", at.Sub(t0), replies)
+		}
+		// EC2 assigns the address 20 s in: the Add gets it.
+		at = t0.Add(20 * time.Second)
+		n.Step(at, ActionResult{JobID: grow.ID, Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.6/32")}})
+		_, replies = drain(t, n, at)
+		if len(replies) != 1 || replies[0].Err != nil || replies[0].ID != 2 {
+			t.Fatalf("once the address came: replies %+v; want the waiting Add given it", replies)
+		}
+	})
+
+	t.Run("none can come", func(t *testing.T) {
+		n, _ := full(t)
+		n.Step(t0, CordonUpdate{Hold: true})
+		add(n, t0)
+		if _, replies := drain(t, n, t0); len(replies) != 0 {
+			t.Fatalf("the Add was answered at once: %+v", replies)
+		}
+		wake := n.wake()
+		if wake.IsZero() || wake.After(t0.Add(hopelessWait)) {
+			t.Fatalf("the node wants to be woken at %v; want by %v, to tell the Add why it gets nothing", wake.Sub(t0), hopelessWait)
+		}
+		at := t0.Add(hopelessWait)
+		n.Step(at, Tick{})
+		_, replies := drain(t, n, at)
+		var noAddr *NoAddressError
+		if len(replies) != 1 || !errors.As(replies[0].Err, &noAddr) || noAddr.Reason != ReasonCordoned {
+			t.Fatalf("after %v on a cordoned node: replies %+v; want the Add failed with %s", hopelessWait, replies, ReasonCordoned)
+		}
+	})
+}
