@@ -177,7 +177,7 @@ func configError(err error) *types.Error {
 	switch {
 	case errors.As(err, &typeErr):
 		return types.NewError(types.ErrDecodingFailure,
-			fmt.Sprintf("field %s: a JSON %s cannot be a %s", typeErr.Field, typeErr.Value, typeErr.Type), "")
+			fmt.Sprintf("field %s: a JSON %s cannot be a %s: give it a %s, as aws-node's 10-aws.conflist does", typeErr.Field, typeErr.Value, typeErr.Type, typeErr.Type), "")
 	case errors.As(err, &syntaxErr):
 		return types.NewError(types.ErrDecodingFailure,
 			fmt.Sprintf("network configuration is not valid JSON (at byte %d): %v", syntaxErr.Offset, err), "")

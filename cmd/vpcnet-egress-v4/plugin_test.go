@@ -132,6 +132,27 @@ func TestDelAfterTheNamespaceIsGone(t *testing.T) {
 	}
 }
 
+// A repeated ADD of a wired attachment fails and leaves the first one's
+// wiring and address alone.
+func TestRepeatedAddLeavesTheWiredPodAlone(t *testing.T) {
+	w := newWorld(t)
+	p := w.newPod()
+	c := w.conf("1.1.0", w.entry(nil), p)
+	if _, err := w.add(c, p); err != nil {
+		t.Fatal(err)
+	}
+	addr := podEgressAddr(t, p)
+	if _, err := w.add(c, p); err == nil || !strings.Contains(err.Error(), "duplicate allocation") {
+		t.Errorf("second ADD: %v, want host-local's refusal", err)
+	}
+	if got := w.allocated(); !slices.Equal(got, []string{addr.Addr().String()}) {
+		t.Errorf("host-local holds %v, want the first ADD's %s", got, addr.Addr())
+	}
+	if err := w.check(c, p); err != nil {
+		t.Errorf("CHECK after the failed second ADD: %v", err)
+	}
+}
+
 // CHECK names what is missing; here the pod's SNAT element, removed by
 // hand, and the host route.
 func TestCheckNamesWhatIsBroken(t *testing.T) {
@@ -178,10 +199,10 @@ func TestBadConfigurationIsRefusedNamingTheFieldAndTheFix(t *testing.T) {
 			[]string{`field ipam.ranges[0][0].subnet: "fd00::ac:00/118"`, "IPv4 subnet", "169.254.172.0/22"}},
 		{map[string]any{"ipam": map[string]any{"ranges": [][]map[string]string{{{"subnet": "169.254.172.0/22"}}}}},
 			[]string{"field ipam.type is empty", `"host-local"`}},
-		{map[string]any{"mtu": []int{9001}}, []string{"field mtu: a JSON array cannot be a string"}},
+		{map[string]any{"nodeIP": 10}, []string{"field nodeIP: a JSON number cannot be a string: give it a string"}},
+		{map[string]any{"mtu": []int{9001}}, []string{"field mtu: a JSON array cannot be a string: give it a string"}},
 	} {
-		c := w.conf("1.1.0", w.entry(tt.set), p)
-		_, err := w.add(c, p)
+		err := w.addList(w.conflist(w.entry(tt.set)), p)
 		var e *types.Error
 		if !errors.As(err, &e) {
 			t.Errorf("%v: ADD error %v (%T), want a CNI error", tt.set, err, err)
@@ -190,6 +211,7 @@ func TestBadConfigurationIsRefusedNamingTheFieldAndTheFix(t *testing.T) {
 		if e.Code != types.ErrInvalidNetworkConfig && e.Code != types.ErrDecodingFailure {
 			t.Errorf("%v: CNI error code %d, want %d (invalid configuration)", tt.set, e.Code, types.ErrInvalidNetworkConfig)
 		}
+		t.Logf("%v: %s", tt.set, e.Msg)
 		for _, want := range tt.want {
 			if !strings.Contains(e.Msg, want) {
 				t.Errorf("%v: error %q lacks %q", tt.set, e.Msg, want)

@@ -254,6 +254,28 @@ func (w *world) conf(version string, entry map[string]any, p pod) *libcni.Plugin
 	return c
 }
 
+// conflist is a network configuration list holding entry, as a runtime
+// reads it from /etc/cni/net.d.
+func (w *world) conflist(entry map[string]any) *libcni.NetworkConfigList {
+	w.t.Helper()
+	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "vpcnet", "plugins": []any{entry}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	list, err := libcni.NetworkConfFromBytes(b)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return list
+}
+
+func (w *world) addList(list *libcni.NetworkConfigList, p pod) error {
+	return w.inNode(func(ctx context.Context) error {
+		_, err := w.cni.AddNetworkList(ctx, list, p.rt)
+		return err
+	})
+}
+
 // inNode runs f on a thread in the node's namespace, so the plugin the
 // runtime execs starts there.
 func (w *world) inNode(f func(ctx context.Context) error) error {
