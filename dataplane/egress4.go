@@ -16,8 +16,9 @@ import (
 // IPv4 mode (ENABLE_V4_EGRESS): a second veth gives the pod a node-local
 // IPv4 address (169.254.172.0/22 by default, from host-local IPAM) and a
 // route for IPv4 destinations through the node, which SNATs that traffic to
-// its primary IPv4 address. The shape is aws-node's, so that a pod wired by
-// either can be checked and deleted by the other:
+// its primary IPv4 address. The pod's side is aws-node's, so a pod keeps
+// the same interface, address and routes whichever plugin wired it, and
+// vpcnet's DEL removes a pod aws-node wired (its v4if0 and address):
 //
 //   - pod side: IfName (v4if0) holds the address with its subnet's length,
 //     a link route to the gateway, the subnet via the gateway, and the IPAM
@@ -59,12 +60,24 @@ type EgressSNAT struct {
 	Ports SNATPorts
 }
 
+// EgressV4Owner names an attachment ("<network>/<container>/<ifname>",
+// CNI's attachment key) in the SNAT set's comments. None of the three
+// may hold a "/" (CNI's rules for container IDs and interface names,
+// netfacts' for network names), so the name splits back into them.
+func EgressV4Owner(network, containerID, ifName string) string {
+	return network + "/" + containerID + "/" + ifName
+}
+
 // EgressV4VethName is the host veth of an attachment: "v4" and the first
-// 13 hex digits of sha1("<network>/<container>/<ifname>"). aws-node's name
-// is random; a name of the attachment lets CHECK and DEL find it, and a
-// repeated ADD replace it, and never names another pod's veth.
+// 13 hex digits of sha1 of its EgressV4Owner. aws-node's name is random;
+// a name of the attachment lets CHECK, DEL and GC find it, an interrupted
+// ADD's be replaced, and never names another pod's veth.
 func EgressV4VethName(network, containerID, ifName string) string {
-	sum := sha1.Sum([]byte(network + "/" + containerID + "/" + ifName))
+	return egressVethOf(EgressV4Owner(network, containerID, ifName))
+}
+
+func egressVethOf(owner string) string {
+	sum := sha1.Sum([]byte(owner))
 	return "v4" + hex.EncodeToString(sum[:])[:13]
 }
 
@@ -109,8 +122,8 @@ func (s EgressSNAT) validate() error {
 // AddEgressV4 wires a pod's IPv4 egress: the veth pair with the pod end
 // made in the pod's namespace, both sides' addresses and routes, IPv4
 // forwarding on the node, and the pod's address in the SNAT set. A host
-// veth of the same name (a repeated ADD) is replaced. On error whatever it
-// made is removed again.
+// veth of the same name, left by an interrupted ADD of the same
+// attachment, is replaced. On error whatever it made is removed again.
 func (d *Dataplane) AddEgressV4(ctx context.Context, cfg EgressV4Config) (_ PodLinks, err error) {
 	if err := cfg.validate(); err != nil {
 		return PodLinks{}, err

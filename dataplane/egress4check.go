@@ -13,8 +13,8 @@ import (
 // returns every discrepancy found, each naming the missing or wrong piece:
 // the veth pair, the pod's address and routes, the host's gateway address
 // and route, and the pod's address in the SNAT set under a rule that
-// SNATs to cfg.SNAT. It also accepts a pod aws-node's egress plugin wired
-// (its subnet route deleted, where vpcnet never adds it).
+// SNATs to cfg.SNAT. A pod aws-node's egress-cni wired fails it: its host
+// veth has a random name and its SNAT rule is in iptables, not here.
 func (d *Dataplane) CheckEgressV4(ctx context.Context, cfg EgressV4Config) error {
 	if err := cfg.validate(); err != nil {
 		return err

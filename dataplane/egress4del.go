@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 )
 
@@ -138,4 +140,56 @@ func (d *Dataplane) EgressV4Addr(netNS, ifName string) (netip.Prefix, error) {
 		return found[0], nil
 	}
 	return netip.Prefix{}, fmt.Errorf("%s in %s has %d IPv4 addresses %v, want one", ifName, netNS, len(found), found)
+}
+
+// GCEgressV4 removes the IPv4 egress of every attachment of network in
+// the SNAT set that keep does not keep, as DEL would with the pod's
+// namespace gone: its host veth (and the pod end with it), its element
+// and its connections. It returns the owners (EgressV4Owner) removed, for
+// the caller to release their addresses.
+func (d *Dataplane) GCEgressV4(ctx context.Context, network string, keep func(owner string) bool) ([]string, error) {
+	s, err := d.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	nft, err := s.nftables()
+	if err != nil {
+		return nil, err
+	}
+	t, err := nft.table(nftables.TableFamilyIPv4, EgressV4Table)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	_, elems, err := egressElements(nft, t)
+	if err != nil {
+		return nil, err
+	}
+	var owners []string
+	var addrs []netip.Addr
+	for _, e := range elems {
+		if !strings.HasPrefix(e.Comment, network+"/") || keep(e.Comment) {
+			continue
+		}
+		if l, err := s.nl.linkByName(egressVethOf(e.Comment)); err != nil {
+			return nil, err
+		} else if _, ok := l.(*netlink.Veth); ok {
+			if err := s.nl.linkDel(l); err != nil && !isNotExist(err) {
+				return nil, fmt.Errorf("delete host veth %s of %s: %w", l.Attrs().Name, e.Comment, err)
+			}
+		}
+		owners = append(owners, e.Comment)
+		addrs = append(addrs, keyAddr(e))
+	}
+	if len(addrs) == 0 {
+		return nil, nil
+	}
+	if _, err := delEgressSNAT(nft, addrs, ""); err != nil {
+		return nil, err
+	}
+	if err := forgetFlowsFrom(s.ns, addrs); err != nil {
+		return nil, err
+	}
+	d.log.Info("stale pod egress removed", "owners", owners, "addrs", addrs)
+	return owners, nil
 }

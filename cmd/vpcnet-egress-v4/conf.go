@@ -166,7 +166,7 @@ func (c *netConf) gatewayFor(addr netip.Addr) (netip.Addr, bool) {
 
 // owner names the attachment in the SNAT set: the CNI attachment key.
 func (c *netConf) owner(containerID, ifName string) string {
-	return c.Name + "/" + containerID + "/" + ifName
+	return dataplane.EgressV4Owner(c.Name, containerID, ifName)
 }
 
 // configError explains why stdin is not a valid configuration, naming the

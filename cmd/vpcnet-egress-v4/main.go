@@ -5,8 +5,8 @@
 // gives the pod a second interface, v4if0, with that address and a default
 // IPv4 route through the node, and adds the address to the nftables set
 // that the node SNATs to its primary IPv4 address. It speaks CNI 0.4.0,
-// 1.0.0 and 1.1.0 (ADD, DEL, CHECK, VERSION; STATUS and GC have nothing of
-// their own to do). docs/egress-v4.md describes its configuration.
+// 1.0.0 and 1.1.0 (ADD, DEL, CHECK, GC, VERSION; STATUS has nothing of its
+// own to report). docs/egress-v4.md describes its configuration.
 package main
 
 import (
@@ -27,6 +27,6 @@ func init() {
 }
 
 func main() {
-	skel.PluginMainFuncs(skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck},
+	skel.PluginMainFuncs(skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC},
 		version.PluginSupports("0.4.0", "1.0.0", "1.1.0"), about)
 }

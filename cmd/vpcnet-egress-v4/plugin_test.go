@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -150,6 +151,36 @@ func TestRepeatedAddLeavesTheWiredPodAlone(t *testing.T) {
 	}
 	if err := w.check(c, p); err != nil {
 		t.Errorf("CHECK after the failed second ADD: %v", err)
+	}
+}
+
+// GC (CNI 1.1) removes the egress of an attachment the runtime no longer
+// lists, here from a runtime that lost its cache, so libcni itself issues
+// no DEL: the plugin finds the attachment in its SNAT set.
+func TestGCRemovesAttachmentsTheRuntimeNoLongerLists(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.newPod(), w.newPod()
+	for _, p := range []pod{a, b} {
+		if _, err := w.add(w.conf("1.1.0", w.entry(nil), p), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addrA, addrB := podEgressAddr(t, a).Addr(), podEgressAddr(t, b).Addr()
+	fresh := libcni.NewCNIConfigWithCacheDir([]string{binDir}, t.TempDir(), nil)
+	gc := &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: b.rt.ContainerID, IfName: "eth0"}}}
+	if err := w.inNode(func(ctx context.Context) error { return fresh.GCNetworkList(ctx, w.conflist(w.entry(nil)), gc) }); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	w.wantNode(dataplane.EgressV4VethName("vpcnet", a.rt.ContainerID, "eth0"), addrA, false)
+	if got := podEgressAddr(t, a); got.IsValid() {
+		t.Errorf("collected pod still has %s", got)
+	}
+	if got, want := w.allocated(), []string{addrB.String()}; !slices.Equal(got, want) {
+		t.Errorf("host-local holds %v after GC, want only the listed pod's %v", got, want)
+	}
+	w.wantNode(dataplane.EgressV4VethName("vpcnet", b.rt.ContainerID, "eth0"), addrB, true)
+	if err := w.check(w.conf("1.1.0", w.entry(nil), b), b); err != nil {
+		t.Errorf("CHECK of the listed pod after GC: %v", err)
 	}
 }
 
