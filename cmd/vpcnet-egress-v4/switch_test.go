@@ -42,7 +42,8 @@ func (w *world) awsNodeEgress(t *testing.T) map[string]any {
 // vpcnet-egress-v4 wires, both reach the internet as the node side by
 // side (aws-node's SNAT in iptables, vpcnet's in its nftables table), and
 // vpcnet's DEL of the aws-node pod removes its interface and releases its
-// address in the host-local directory both share.
+// address in the host-local directory both share, as aws-node's DEL of
+// vpcnet's pod does.
 func TestSwitchOverFromAWSNodesEgressCNI(t *testing.T) {
 	w := newWorld(t)
 	awsEntry := w.awsNodeEgress(t)
@@ -79,6 +80,14 @@ func TestSwitchOverFromAWSNodesEgressCNI(t *testing.T) {
 	}
 	if got := w.allocated(); slices.Contains(got, oldAddr.String()) || len(got) != 1 {
 		t.Errorf("host-local holds %v after vpcnet's DEL of aws-node's pod at %s, want only vpcnet's pod", got, oldAddr)
+	}
+	// Switching back: aws-node's DEL of vpcnet's pod releases its address
+	// (the pod's namespace, and v4if0 with it, goes with the sandbox).
+	if err := w.del(w.conf("1.1.0", awsEntry, ours), ours); err != nil {
+		t.Fatalf("aws-node's DEL of vpcnet's pod: %v", err)
+	}
+	if got := w.allocated(); len(got) != 0 {
+		t.Errorf("host-local holds %v after aws-node's DEL of vpcnet's pod", got)
 	}
 }
 
