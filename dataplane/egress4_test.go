@@ -140,3 +140,40 @@ func TestEgressRuleAsNftPrintsIt(t *testing.T) {
 		}
 	}
 }
+
+// GC removes an attachment's element only once its address is released:
+// one whose release fails stays for the next GC to find. Attachments of
+// other networks, and those kept, are left alone.
+func TestEgressGCKeepsWhatItCouldNotRelease(t *testing.T) {
+	n := netnstest.NewNS(t)
+	c := egressNFT(t, n)
+	for i, owner := range []string{"vpcnet/kept/eth0", "vpcnet/gone/eth0", "vpcnet/stuck/eth0", "other/gone/eth0"} {
+		if err := addEgressSNAT(c, egressSNATTo, netip.AddrFrom4([4]byte{169, 254, 172, byte(2 + i)}), owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(Options{NetNS: n.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released []string
+	owners, err := d.GCEgressV4(t.Context(), "vpcnet",
+		func(o string) bool { return o == "vpcnet/kept/eth0" },
+		func(o string) error {
+			if o == "vpcnet/stuck/eth0" {
+				return fmt.Errorf("IPAM unreachable")
+			}
+			released = append(released, o)
+			return nil
+		})
+	if err == nil || !strings.Contains(err.Error(), "vpcnet/stuck/eth0: IPAM unreachable") {
+		t.Errorf("GC error %v, want the failed release named", err)
+	}
+	if !slices.Equal(owners, []string{"vpcnet/gone/eth0"}) || !slices.Equal(released, owners) {
+		t.Errorf("GC removed %v and released %v, want vpcnet/gone/eth0 alone", owners, released)
+	}
+	want := []string{"169.254.172.2 vpcnet/kept/eth0", "169.254.172.4 vpcnet/stuck/eth0", "169.254.172.5 other/gone/eth0"}
+	if _, elems := egressState(t, n); !slices.Equal(elems, want) {
+		t.Errorf("elements after GC %v, want %v", elems, want)
+	}
+}

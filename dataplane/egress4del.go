@@ -144,10 +144,14 @@ func (d *Dataplane) EgressV4Addr(netNS, ifName string) (netip.Prefix, error) {
 
 // GCEgressV4 removes the IPv4 egress of every attachment of network in
 // the SNAT set that keep does not keep, as DEL would with the pod's
-// namespace gone: its host veth (and the pod end with it), its element
-// and its connections. It returns the owners (EgressV4Owner) removed, for
-// the caller to release their addresses.
-func (d *Dataplane) GCEgressV4(ctx context.Context, network string, keep func(owner string) bool) ([]string, error) {
+// namespace gone: it deletes the attachment's host veth (the pod end and
+// the route go with it), calls release (the caller gives the address
+// back to IPAM), and only then removes its element and forgets its
+// connections. An attachment whose release fails keeps its element, so
+// the next GC finds it again; an element is removed by its owner, never
+// by address, so it cannot take the element of a pod given the address
+// since. It returns the owners (EgressV4Owner) it removed.
+func (d *Dataplane) GCEgressV4(ctx context.Context, network string, keep func(owner string) bool, release func(owner string) error) ([]string, error) {
 	s, err := d.open(ctx)
 	if err != nil {
 		return nil, err
@@ -167,29 +171,34 @@ func (d *Dataplane) GCEgressV4(ctx context.Context, network string, keep func(ow
 	}
 	var owners []string
 	var addrs []netip.Addr
+	var errs []error
 	for _, e := range elems {
 		if !strings.HasPrefix(e.Comment, network+"/") || keep(e.Comment) {
 			continue
 		}
 		if l, err := s.nl.linkByName(egressVethOf(e.Comment)); err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		} else if _, ok := l.(*netlink.Veth); ok {
 			if err := s.nl.linkDel(l); err != nil && !isNotExist(err) {
-				return nil, fmt.Errorf("delete host veth %s of %s: %w", l.Attrs().Name, e.Comment, err)
+				errs = append(errs, fmt.Errorf("delete host veth %s of %s: %w", l.Attrs().Name, e.Comment, err))
+				continue
 			}
+		}
+		if err := release(e.Comment); err != nil {
+			errs = append(errs, fmt.Errorf("release the address of %s: %w", e.Comment, err))
+			continue
+		}
+		if _, err := delEgressSNAT(nft, nil, e.Comment); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		owners = append(owners, e.Comment)
 		addrs = append(addrs, keyAddr(e))
 	}
-	if len(addrs) == 0 {
-		return nil, nil
+	if len(addrs) > 0 {
+		errs = append(errs, forgetFlowsFrom(s.ns, addrs))
+		d.log.Info("stale pod egress removed", "owners", owners, "addrs", addrs)
 	}
-	if _, err := delEgressSNAT(nft, addrs, ""); err != nil {
-		return nil, err
-	}
-	if err := forgetFlowsFrom(s.ns, addrs); err != nil {
-		return nil, err
-	}
-	d.log.Info("stale pod egress removed", "owners", owners, "addrs", addrs)
-	return owners, nil
+	return owners, errors.Join(errs...)
 }

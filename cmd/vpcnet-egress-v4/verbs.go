@@ -202,10 +202,10 @@ func prefixOf(n net.IPNet) (netip.Prefix, bool) {
 }
 
 // cmdGC removes the egress of the network's attachments the runtime no
-// longer lists (CNI 1.1 GC: a pod whose DEL never came), then releases
-// their addresses through IPAM, as their DEL would, and lets IPAM collect
-// its own. The SNAT set, whose comments name attachments, is the list of
-// what this plugin wired.
+// longer lists (CNI 1.1 GC: a pod whose DEL never came), releasing each
+// one's address through IPAM as its DEL would, then lets IPAM collect its
+// own. The SNAT set, whose comments name attachments, is the list of what
+// this plugin wired.
 func cmdGC(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
@@ -226,35 +226,29 @@ func cmdGC(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), kernelTimeout)
 	defer cancel()
-	owners, err := dp.GCEgressV4(ctx, conf.Name, func(owner string) bool { return valid[owner] })
+	ipamType := conf.entry.IPAM.Type
+	release := func(owner string) error {
+		// An owner is network/container/ifname, none holding a "/".
+		parts := strings.Split(strings.TrimPrefix(owner, conf.Name+"/"), "/")
+		if len(parts) != 2 {
+			return fmt.Errorf("%q is not network/container/ifname", owner)
+		}
+		path, err := invoke.FindInPath(ipamType, filepath.SplitList(os.Getenv("CNI_PATH")))
+		if err != nil {
+			return err
+		}
+		del := &invoke.Args{Command: "DEL", ContainerID: parts[0], IfName: parts[1], Path: os.Getenv("CNI_PATH")}
+		return invoke.ExecPluginWithoutResult(ctx, path, args.StdinData, del, nil)
+	}
+	owners, err := dp.GCEgressV4(ctx, conf.Name, func(owner string) bool { return valid[owner] }, release)
+	if len(owners) > 0 {
+		log.Info("stale pod egress collected", "attachments", owners)
+	}
 	if err != nil {
 		return types.NewError(types.ErrInternal, "collect stale IPv4 egress: "+err.Error(), "")
 	}
-	ipamType := conf.entry.IPAM.Type
-	var errs []error
-	if len(owners) > 0 {
-		path, err := invoke.FindInPath(ipamType, filepath.SplitList(os.Getenv("CNI_PATH")))
-		if err != nil {
-			return types.NewError(types.ErrInternal, fmt.Sprintf("IPAM plugin %s: %v", ipamType, err), "")
-		}
-		for _, o := range owners {
-			// An owner is network/container/ifname, none holding a "/".
-			parts := strings.Split(strings.TrimPrefix(o, conf.Name+"/"), "/")
-			if len(parts) != 2 {
-				continue
-			}
-			del := &invoke.Args{Command: "DEL", ContainerID: parts[0], IfName: parts[1], Path: os.Getenv("CNI_PATH")}
-			if err := invoke.ExecPluginWithoutResult(ctx, path, args.StdinData, del, nil); err != nil {
-				errs = append(errs, fmt.Errorf("release the address of %s: %w", o, err))
-			}
-		}
-		log.Info("stale pod egress collected", "attachments", owners)
-	}
 	if err := invoke.DelegateGC(ctx, ipamType, args.StdinData, nil); err != nil {
-		errs = append(errs, fmt.Errorf("GC: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("IPAM plugin %s: %v", ipamType, err), "")
+		return types.NewError(types.ErrInternal, fmt.Sprintf("IPAM plugin %s: GC: %v", ipamType, err), "")
 	}
 	return nil
 }
