@@ -4,9 +4,12 @@ STATICCHECK   ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS          := ./...
 BIN           := $(CURDIR)/bin
 # portmap is chained after vpcnet in the CNI configuration, bandwidth can
-# be; the reference plugins are built at the version go.mod pins.
+# be; vpcnet-egress-v4 (IPv6 pods' IPv4 egress) execs host-local as its
+# IPAM, as aws-node's egress-cni does. The reference plugins are built at
+# the version go.mod pins.
 CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
-                 github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1
+                 github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1 \
+                 github.com/containernetworking/plugins/plugins/ipam/host-local@v1.9.1
 
 .PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady scale-shared kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
 
@@ -145,7 +148,7 @@ bench-awsnode: build-image-bins kube-bins aws-node-bins
 
 # build-sim puts the binaries a node runs, and vpcnetctl, into bin/.
 build-sim:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnetctl
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-egress-v4 ./cmd/vpcnetctl
 	GOBIN=$(BIN) CGO_ENABLED=0 $(GO) install $(CNI_PLUGINS)
 
 # demo runs two nodes, ten pods and every connectivity check on the local

@@ -44,6 +44,10 @@ type Options struct {
 	// wait for an address (VPCNET_ADD_WAIT), or the plugin gives up on
 	// an address that is on its way.
 	Timeout time.Duration
+	// EgressV4, when set, chains the IPv4 egress plugin of IPv6 pods
+	// (ENABLE_V4_EGRESS) right after vpcnet, where aws-node chains
+	// egress-cni; EgressV4 (the function) renders aws-node's entry.
+	EgressV4 *EgressV4Conf
 }
 
 // PluginConf is vpcnet's own entry in the list; the plugin parses the same
@@ -98,6 +102,9 @@ func Render(opts Options) ([]byte, error) {
 		self.Capabilities = map[string]bool{"portMappings": true}
 	}
 	plugins := []any{self}
+	if opts.EgressV4 != nil {
+		plugins = append(plugins, *opts.EgressV4)
+	}
 	if opts.Bandwidth {
 		plugins = append(plugins, map[string]any{
 			"type":         "bandwidth",

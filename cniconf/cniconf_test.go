@@ -18,6 +18,8 @@ func TestInstalledConfigIsAValidConflistForLibcni(t *testing.T) {
 	}{
 		{"plugin alone", Options{NetworkName: "vpcnet", Socket: "/run/vpcnet/vpcnetd.sock"}, []string{"vpcnet"}},
 		{"hostPorts by vpcnet, bandwidth chained", Options{NetworkName: "vpcnet", Socket: "/s", HostPorts: true, Bandwidth: true}, []string{"vpcnet", "bandwidth"}},
+		{"IPv4 egress of IPv6 pods chained next, as aws-node chains egress-cni", Options{NetworkName: "vpcnet", Socket: "/s", Bandwidth: true, EgressV4: egressV4Entry()},
+			[]string{"vpcnet", EgressV4Type, "bandwidth"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -167,6 +168,28 @@ func forgetUDPFlows(target ns.NetNS, ports []uint16) error {
 	}
 	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filters...); err != nil {
 		return fmt.Errorf("delete UDP conntrack entries of ports %v: %w", ports, err)
+	}
+	return nil
+}
+
+// forgetFlowsFrom deletes target's IPv4 conntrack entries whose original
+// source is one of addrs.
+func forgetFlowsFrom(target ns.NetNS, addrs []netip.Addr) error {
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(target.Fd())), unix.NETLINK_NETFILTER)
+	if err != nil {
+		return fmt.Errorf("open conntrack netlink in %s: %w", target.Path(), err)
+	}
+	defer h.Close()
+	filters := make([]netlink.CustomConntrackFilter, 0, len(addrs))
+	for _, a := range addrs {
+		f := &netlink.ConntrackFilter{}
+		if err := f.AddIP(netlink.ConntrackOrigSrcIP, a.AsSlice()); err != nil {
+			return err
+		}
+		filters = append(filters, f)
+	}
+	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filters...); err != nil {
+		return fmt.Errorf("delete conntrack entries from %v: %w", addrs, err)
 	}
 	return nil
 }
