@@ -107,6 +107,11 @@ func (a *Agent) learnNode(ctx context.Context) error {
 		return err
 	}
 	full, note := a.instanceLimits(ctx, self)
+	if a.cfg.IPv6 {
+		if err := a.ipv6Refusal(ctx, self, full); err != nil {
+			return err
+		}
+	}
 	lim := ipam.Limits{MaxENIs: full.MaxENIs, IPv4PerENI: full.IPv4PerENI}
 	cfg := ipam.DefaultPlanConfig()
 	cfg.WarmENITarget = a.cfg.WarmENITarget

@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+const dualStackTopology = `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16], ipv6Cidr: '2600:1f14:abc:de00::/56'}
+subnets:
+- {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/24, ipv6Cidr: '2600:1f14:abc:de01::/64'}
+- {id: subnet-v4, az: us-west-2a, cidr: 10.0.16.0/20}
+securityGroups: [sg-0sim]
+instances:
+- {id: i-v6, type: m5.large, subnet: subnet-a}
+- {id: i-v4only, type: m5.large, subnet: subnet-v4}
+- {id: i-xen, type: m4.large, subnet: subnet-a}
+attachDelay: 0s
+imdsLag: 0s
+seed: 1
+`
+
+var ipv6Env = map[string]string{"ENABLE_IPv6": "true", "ENABLE_IPv4": "false", "ENABLE_PREFIX_DELEGATION": "true"}
+
+// A node that cannot run aws-node's IPv6 mode stops at start with one
+// line naming what is missing and the fix, and has asked EC2 for nothing.
+func TestIPv6ModeRefusesANodeThatCannotTakeAPrefixAndAssignsNothing(t *testing.T) {
+	for _, tt := range []struct {
+		instance string
+		want     []string
+	}{
+		{"i-v4only", []string{"subnet subnet-v4 of the primary ENI has no IPv6 CIDR", "associate-subnet-cidr-block", "ENABLE_IPv6=false"}},
+		{"i-xen", []string{"instance type m4.large is not a Nitro instance", "Nitro instance type", "ENABLE_IPv6=false"}},
+	} {
+		t.Run(tt.instance, func(t *testing.T) {
+			w := newWorldOf(t, dualStackTopology)
+			a, err := New(w.node(tt.instance, ipv6Env).options(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = a.Start(context.Background())
+			if err == nil {
+				t.Fatal("Start succeeded")
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("Start = %v\nwant it to say %q", err, s)
+				}
+			}
+			for _, action := range []string{"AssignIpv6Addresses", "AssignPrivateIpAddresses", "CreateNetworkInterface", "AttachNetworkInterface"} {
+				if n := w.callCount(action); n != 0 {
+					t.Errorf("%d %s calls, want none", n, action)
+				}
+			}
+		})
+	}
+}
