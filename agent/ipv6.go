@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/vpcnet/vpcnet/cloud"
@@ -20,7 +19,7 @@ func (a *Agent) ipv6Refusal(ctx context.Context, self cloud.Self, lim limits.Lim
 		return fmt.Errorf("ENABLE_IPv6=true: instance type %s is not a Nitro instance, so EC2 cannot give its primary ENI the /80 prefix IPv6 pods take their addresses from; run IPv6 pods on a Nitro instance type, or set ENABLE_IPv6=false", self.InstanceType)
 	}
 	if len(self.Primary.SubnetIPv6CIDRs) > 0 {
-		return errNotYetIPv6
+		return nil
 	}
 	subnet := self.Primary.SubnetID
 	sns, err := a.cloud.DescribeSubnets(ctx, subnet)
@@ -32,8 +31,3 @@ func (a *Agent) ipv6Refusal(ctx context.Context, self cloud.Self, lim limits.Lim
 	}
 	return fmt.Errorf("ENABLE_IPv6=true: subnet %s of the primary ENI has no IPv6 CIDR, so EC2 cannot give the node a /80 prefix; associate one (aws ec2 associate-subnet-cidr-block --subnet-id %s --ipv6-cidr-block ...) and restart, or set ENABLE_IPv6=false", subnet, subnet)
 }
-
-// errNotYetIPv6 stops a node whose IPv6 mode passed every check while
-// the agent's IPv6 pool is not wired end to end: starting would hand
-// pods IPv4 addresses in an IPv6 cluster.
-var errNotYetIPv6 = errors.New("ENABLE_IPv6=true: this build of vpcnetd checks the node for IPv6 mode but does not yet give pods IPv6 addresses; set ENABLE_IPv6=false")

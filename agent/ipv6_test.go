@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 const dualStackTopology = `
@@ -55,5 +58,59 @@ func TestIPv6ModeRefusesANodeThatCannotTakeAPrefixAndAssignsNothing(t *testing.T
 				}
 			}
 		})
+	}
+}
+
+// aws-node's IPv6 mode through the whole agent: one /80 asked for once on
+// the primary ENI, pods given addresses from it, no ENI attached, and a
+// restart with no pod change makes no mutating EC2 call (I3).
+func TestIPv6NodeGivesPodsAddressesFromOnePrimaryENIPrefixAskedForOnce(t *testing.T) {
+	w := newWorldOf(t, dualStackTopology)
+	n := w.node("i-v6", ipv6Env)
+	a := n.start(t)
+	a.waitReady(t)
+	ctx := context.Background()
+	var prefix netip.Prefix
+	held := map[ipam.Key]ipam.Assignment{}
+	for i := range 40 {
+		as, err := a.Add(ctx, key(i), pod(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			prefix = as.Block
+		}
+		if !as.Addr.Is6() || as.Block != prefix || prefix.Bits() != 80 || !netip.MustParsePrefix("2600:1f14:abc:de01::/64").Contains(as.Addr) {
+			t.Fatalf("pod %d got %s from %s, want an address of one /80 in the subnet's /64", i, as.Addr, as.Block)
+		}
+		held[key(i)] = as
+	}
+	if got := w.callCount("AssignIpv6Addresses"); got != 1 {
+		t.Errorf("%d AssignIpv6Addresses calls, want 1", got)
+	}
+	for _, action := range []string{"AssignPrivateIpAddresses", "CreateNetworkInterface", "AttachNetworkInterface", "UnassignIpv6Addresses"} {
+		if got := w.callCount(action); got != 0 {
+			t.Errorf("%d %s calls, want none in IPv6 mode", got, action)
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	for _, action := range []string{"AssignIpv6Addresses", "AssignPrivateIpAddresses", "CreateNetworkInterface", "AttachNetworkInterface", "UnassignIpv6Addresses", "UnassignPrivateIpAddresses"} {
+		before[action] = w.callCount(action)
+	}
+	b := n.start(t)
+	b.waitReady(t)
+	for k, as := range held {
+		got, err := b.Add(ctx, k, ipam.Pod{})
+		if err != nil || got.Addr != as.Addr {
+			t.Errorf("after restart %s holds %v (%v), want %s", k, got.Addr, err, as.Addr)
+		}
+	}
+	for action, n := range before {
+		if got := w.callCount(action); got != n {
+			t.Errorf("restart made %d %s calls, want none", got-n, action)
+		}
 	}
 }

@@ -139,7 +139,7 @@ func (a *Agent) learnNode(ctx context.Context) error {
 	a.bootp.Store(&bootInfo{self: self, limits: lim, limitsSource: note, planCfg: cfg, maxPods: mp, node: NodeNet{
 		PrimaryMAC: self.Primary.MAC, PrimaryIP: self.Primary.PrimaryIP(), VPCCIDRs: self.VPCCIDRs,
 		ExcludeSNATCIDRs: a.cfg.ExcludeSNATCIDRs, ExternalSNAT: a.cfg.ExternalSNAT,
-		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU, DenyPodIMDS: a.cfg.PodIMDS == "deny",
+		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU, DenyPodIMDS: a.cfg.PodIMDS == "deny", IPv6: a.cfg.IPv6,
 	}})
 	a.log.Info("node learned", "instance", self.InstanceID, "type", self.InstanceType, "az", self.AvailabilityZone,
 		"primaryENI", self.Primary.ID, "subnet", self.Primary.SubnetID, "maxENIs", lim.MaxENIs, "ipv4PerENI", lim.IPv4PerENI, "limits", note,
@@ -251,7 +251,7 @@ func (a *Agent) stateConfig() nodestate.Config {
 		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,
 		Cooldown: a.cfg.Cooldown, AddWait: a.cfg.AddWait, DemandMemory: a.cfg.DemandMemory, ReclaimAfter: a.cfg.ReclaimAfter, DetachHold: a.cfg.DetachHold,
 		ResyncInterval: a.cfg.ReconcileInterval, AttachTimeout: a.attachTimeout, CustomNetwork: a.cfg.CustomNetwork,
-		SubnetDiscovery: a.cfg.SubnetDiscovery && !a.cfg.CustomNetwork,
-		Classify:        executor.Classify, Log: a.log, HostVeth: a.hostVeth,
+		SubnetDiscovery: a.cfg.SubnetDiscovery && !a.cfg.CustomNetwork, IPv6: a.cfg.IPv6,
+		Classify: executor.Classify, Log: a.log, HostVeth: a.hostVeth,
 	}
 }

@@ -18,7 +18,9 @@ var (
 		PrimaryIP: netip.MustParseAddr("10.0.0.10"), CreatedAt: v6T0}
 )
 
-func v6Key(i int) Key { return Key{Network: "aws-cni", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"} }
+func v6Key(i int) Key {
+	return Key{Network: "aws-cni", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+}
 
 func v6Pool(t *testing.T, cooldown time.Duration) *Pool {
 	t.Helper()

@@ -76,7 +76,14 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 		}
 		r.Settings = append(r.Settings, e.Name+"="+e.Value)
 	}
-	if _, err := config.LoadEnviron(r.Settings); err != nil {
+	cfg, err := config.LoadEnviron(r.Settings)
+	if err == nil && cfg.IPv6 {
+		// The settings are valid, and vpcnetd's IPv6 pool is built, but
+		// vpcnetd stops at host set-up on such a node until the pods'
+		// IPv6 wiring exists (issue 27): say so before the switch.
+		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\": vpcnet does not yet wire IPv6 pods on the host (dataplane and plugin); keep aws-node on IPv6 clusters for now")
+	}
+	if err != nil {
 		var cerr *config.Error
 		if !errors.As(err, &cerr) {
 			return r, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -15,7 +16,16 @@ type host struct{ dp *dataplane.Dataplane }
 
 var _ agent.Host = host{}
 
+// errNoIPv6Dataplane stops an IPv6 node before the agent asks EC2 for a
+// prefix: the agent's IPv6 pool is built (issue 27), the pods' IPv6
+// wiring in dataplane and the plugin is not yet, and a pod given an IPv6
+// address it cannot route would look wired and reach nothing.
+var errNoIPv6Dataplane = errors.New("ENABLE_IPv6=true: this build of vpcnet does not yet wire IPv6 pods on the host (dataplane and plugin); set ENABLE_IPv6=false")
+
 func (h host) Setup(ctx context.Context, n agent.NodeNet) error {
+	if n.IPv6 {
+		return errNoIPv6Dataplane
+	}
 	mac, err := net.ParseMAC(n.PrimaryMAC)
 	if err != nil {
 		return fmt.Errorf("primary ENI MAC %q from IMDS: %w", n.PrimaryMAC, err)
