@@ -274,3 +274,20 @@ func talkTCP6(t *testing.T, from, toNS ns.NetNS, to netip.Addr) error {
 	}
 	return nil
 }
+
+// The host's pod routes, the agent's proof that a pod still uses its
+// address whatever its checkpoint says, include IPv6 pods': without them
+// an IPv6 node would count every pod unrouted and reclaim its address.
+func TestPodAddrsListsIPv6PodsBesideIPv4Ones(t *testing.T) {
+	n := newIPv6Node(t)
+	v4 := n.addPod(t, "pod-4", "10.0.0.50", 0)
+	v6 := n.addPod6(t, "pod-6", "2600:1f14:abc:de01:12::5")
+	got, err := n.dp.PodAddrs(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PodRoute{{Addr: v4.cfg.Addr, HostVeth: v4.cfg.HostVethName}, {Addr: v6.cfg.Addr, HostVeth: v6.cfg.HostVethName}}
+	if !slices.Equal(got, want) {
+		t.Errorf("PodAddrs = %+v, want %+v", got, want)
+	}
+}

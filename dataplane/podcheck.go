@@ -168,7 +168,8 @@ func checkRules(nl *nlHandle, cfg PodConfig) ([]error, error) {
 	return problems, nil
 }
 
-// PodRoute is a main-table /32 route to a pod's host veth.
+// PodRoute is a main-table /32 (or, for an IPv6 pod, /128) route to a
+// pod's host veth.
 type PodRoute struct {
 	Addr     netip.Addr
 	HostVeth string
@@ -193,14 +194,15 @@ func (d *Dataplane) PodAddrs(ctx context.Context) ([]PodRoute, error) {
 			veths[l.Attrs().Index] = l.Attrs().Name
 		}
 	}
-	routes, err := s.nl.routes(mainTable)
+	// Both families: an IPv6 pod's route is the same proof of life.
+	routes, err := s.nl.allRoutes(mainTable)
 	if err != nil {
 		return nil, err
 	}
 	var out []PodRoute
 	for _, r := range routes {
 		name, ok := veths[r.LinkIndex]
-		if p := prefixOf(r.Dst); ok && p.IsValid() && p.IsSingleIP() && p.Addr().Is4() {
+		if p := prefixOf(r.Dst); ok && p.IsValid() && p.IsSingleIP() && (p.Addr().Is4() || p.Addr().IsGlobalUnicast()) {
 			out = append(out, PodRoute{Addr: p.Addr(), HostVeth: name})
 		}
 	}
