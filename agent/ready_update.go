@@ -71,7 +71,7 @@ func (a *Agent) installConf(tell func(nodestate.Event) bool) {
 	// Bandwidth is chained as aws-node chains it (ENABLE_BANDWIDTH_PLUGIN):
 	// after the plugin that wires the pod, taking the runtime's
 	// bandwidth capability from the pod's annotations.
-	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin}
+	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin, IPv6: a.cfg.IPv6}
 	if err := a.disk.InstallConf(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
 		a.confState.Store(confNone)

@@ -144,6 +144,20 @@ func (n *nlHandle) allRoutes(table int) ([]netlink.Route, error) {
 	})
 }
 
+// addrsOf lists a link's addresses of a's family.
+func (n *nlHandle) addrsOf(a netip.Addr, link netlink.Link) ([]netlink.Addr, error) {
+	return dump("addresses of "+link.Attrs().Name, func() ([]netlink.Addr, error) {
+		return n.h.AddrList(link, familyOf(a))
+	})
+}
+
+// neighboursOf lists a link's neighbours of a's family.
+func (n *nlHandle) neighboursOf(a netip.Addr, link netlink.Link) ([]netlink.Neigh, error) {
+	return dump("neighbours of "+link.Attrs().Name, func() ([]netlink.Neigh, error) {
+		return n.h.NeighList(link.Attrs().Index, familyOf(a))
+	})
+}
+
 // allAddrs lists a link's addresses of both families.
 func (n *nlHandle) allAddrs(link netlink.Link) ([]netlink.Addr, error) {
 	return dump("addresses of "+link.Attrs().Name, func() ([]netlink.Addr, error) {

@@ -291,3 +291,23 @@ func TestPodAddrsListsIPv6PodsBesideIPv4Ones(t *testing.T) {
 		t.Errorf("PodAddrs = %+v, want %+v", got, want)
 	}
 }
+
+// CHECK of an IPv6 pod verifies what ADD made, and names what is gone.
+func TestCheckPodOfAnIPv6PodNamesWhatIsMissing(t *testing.T) {
+	n := newIPv6Node(t)
+	a := n.addPod6(t, "pod-a", "2600:1f14:abc:de01:12::")
+	if err := n.dp.CheckPod(testContext(t), a.cfg); err != nil {
+		t.Fatalf("CheckPod of a freshly wired IPv6 pod: %v", err)
+	}
+	netnstest.Do(t, a.ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return netlink.NeighDel(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, Family: netlink.FAMILY_V6, IP: net.ParseIP("fe80::1")})
+	})
+	err := n.dp.CheckPod(testContext(t), a.cfg)
+	if err == nil || !strings.Contains(err.Error(), "pod lacks permanent neighbour fe80::1") {
+		t.Errorf("CheckPod without the gateway's neighbour entry = %v", err)
+	}
+}
