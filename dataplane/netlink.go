@@ -165,11 +165,6 @@ func (n *nlHandle) allAddrs(link netlink.Link) ([]netlink.Addr, error) {
 	})
 }
 
-func (n *nlHandle) neighbours(link netlink.Link) ([]netlink.Neigh, error) {
-	return dump("neighbours of "+link.Attrs().Name, func() ([]netlink.Neigh, error) {
-		return n.h.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
-	})
-}
 
 func (n *nlHandle) linkAdd(l netlink.Link) error           { return n.h.LinkAdd(l) }
 func (n *nlHandle) linkDel(l netlink.Link) error           { return n.h.LinkDel(l) }
