@@ -165,7 +165,6 @@ func (n *nlHandle) allAddrs(link netlink.Link) ([]netlink.Addr, error) {
 	})
 }
 
-
 func (n *nlHandle) linkAdd(l netlink.Link) error           { return n.h.LinkAdd(l) }
 func (n *nlHandle) linkDel(l netlink.Link) error           { return n.h.LinkDel(l) }
 func (n *nlHandle) linkSetUp(l netlink.Link) error         { return n.h.LinkSetUp(l) }
