@@ -127,7 +127,7 @@ func TestPreswitchOfAnIPv6ClusterSaysIPv6PodsAreNotWiredYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Ready() || len(r.Refused) != 1 || !strings.HasPrefix(r.Refused[0], `ENABLE_IPv6="true": vpcnet does not yet wire IPv6 pods`) {
+	if r.Ready() || len(r.Refused) != 1 || !strings.HasPrefix(r.Refused[0], `ENABLE_IPv6="true": vpcnet does not yet set up the node for IPv6 pods`) {
 		t.Fatalf("refused %q, want ENABLE_IPv6=true alone", r.Refused)
 	}
 }

@@ -17,10 +17,11 @@ type host struct{ dp *dataplane.Dataplane }
 var _ agent.Host = host{}
 
 // errNoIPv6Dataplane stops an IPv6 node before the agent asks EC2 for a
-// prefix: the agent's IPv6 pool is built (issue 27), the pods' IPv6
-// wiring in dataplane and the plugin is not yet, and a pod given an IPv6
-// address it cannot route would look wired and reach nothing.
-var errNoIPv6Dataplane = errors.New("ENABLE_IPv6=true: this build of vpcnet does not yet wire IPv6 pods on the host (dataplane and plugin); set ENABLE_IPv6=false")
+// prefix: the agent's IPv6 pool and the pods' own wiring are built (issue
+// 27), the node's IPv6 set-up is not yet (forwarding, and NetworkPolicy,
+// the pod-IMDS deny and hostPorts in IPv6), and a node that ran IPv6 pods
+// without their policies would let through what the policies forbid.
+var errNoIPv6Dataplane = errors.New("ENABLE_IPv6=true: this build of vpcnet does not yet set up the node for IPv6 pods (IPv6 forwarding, NetworkPolicy, the pod-IMDS deny and hostPorts in IPv6); set ENABLE_IPv6=false")
 
 func (h host) Setup(ctx context.Context, n agent.NodeNet) error {
 	if n.IPv6 {
