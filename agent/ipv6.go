@@ -15,6 +15,9 @@ import (
 // (EC2 would refuse the /80), or IMDS that shows no IPv6 for a subnet EC2
 // says has it.
 func (a *Agent) ipv6Refusal(ctx context.Context, self cloud.Self, lim limits.Limits) error {
+	if !lim.SupportsPrefixDelegation() && lim.Hypervisor == limits.UnknownHypervisor {
+		return fmt.Errorf("ENABLE_IPv6=true: vpcnetd cannot tell whether instance type %s takes the /80 prefix IPv6 pods take their addresses from: it is not in vpcnetd's table, EC2's DescribeInstanceTypes did not answer, and no prefix is attached; allow ec2:DescribeInstanceTypes (deploy/iam-policy.json) and restart, or set ENABLE_IPv6=false", self.InstanceType)
+	}
 	if !lim.SupportsPrefixDelegation() {
 		return fmt.Errorf("ENABLE_IPv6=true: instance type %s is not a Nitro instance, so EC2 cannot give its primary ENI the /80 prefix IPv6 pods take their addresses from; run IPv6 pods on a Nitro instance type, or set ENABLE_IPv6=false", self.InstanceType)
 	}

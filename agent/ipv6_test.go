@@ -6,7 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/vpcnet/vpcnet/ipam"
+	"github.com/vpcnet/vpcnet/sim"
+	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
 const dualStackTopology = `
@@ -112,5 +117,62 @@ func TestIPv6NodeGivesPodsAddressesFromOnePrimaryENIPrefixAskedForOnce(t *testin
 		if got := w.callCount(action); got != n {
 			t.Errorf("restart made %d %s calls, want none", got-n, action)
 		}
+	}
+}
+
+// A node switching from aws-node's IPv6 mode whose instance type's limits
+// cannot be read (not in the table, DescribeInstanceTypes failing) still
+// starts: the /80 aws-node left on the primary ENI shows the type takes
+// prefixes, and is used with no EC2 change.
+func TestIPv6NodeWithUnknownLimitsTrustsThePrefixAlreadyThere(t *testing.T) {
+	w := newWorldOf(t, unknownTypeTopology())
+	ifs, err := w.cloud.Interfaces("i-x9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := simtest.EC2Client(w.cloud.EC2Handler(), "i-x9").AssignIpv6Addresses(context.Background(), &ec2.AssignIpv6AddressesInput{
+		NetworkInterfaceId: aws.String(ifs[0].ID), Ipv6PrefixCount: aws.Int32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := netip.MustParsePrefix(out.AssignedIpv6Prefixes[0])
+	w.cloud.SetFault("DescribeInstanceTypes", sim.Fault{ErrorRate: 1, Code: "InternalError"})
+	before := w.callCount("AssignIpv6Addresses")
+	a := w.node("i-x9", ipv6Env).start(t)
+	a.waitReady(t)
+	as, err := a.Add(context.Background(), key(1), pod(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.Block != prefix {
+		t.Errorf("pod got %s from %s, want an address of the prefix already there, %s", as.Addr, as.Block, prefix)
+	}
+	if n := w.callCount("AssignIpv6Addresses") - before; n != 0 {
+		t.Errorf("%d AssignIpv6Addresses calls, want none", n)
+	}
+}
+
+// unknownTypeTopology is dualStackTopology with i-x9, of a type vpcnetd's
+// table lacks.
+func unknownTypeTopology() string {
+	topo := strings.Replace(dualStackTopology, "securityGroups: [sg-0sim]", "securityGroups: [sg-0sim]\ninstanceTypes: [{name: x9.sim, maxENIs: 2, ipv4PerENI: 4}]", 1)
+	return strings.Replace(topo, "- {id: i-xen, type: m4.large, subnet: subnet-a}", "- {id: i-x9, type: x9.sim, subnet: subnet-a}", 1)
+}
+
+// With the type's limits unknown and no prefix attached, the agent cannot
+// tell whether EC2 would give one: it says so, and what to allow.
+func TestIPv6NodeWithUnknownLimitsAndNoPrefixSaysWhatToAllow(t *testing.T) {
+	w := newWorldOf(t, unknownTypeTopology())
+	w.cloud.SetFault("DescribeInstanceTypes", sim.Fault{ErrorRate: 1, Code: "InternalError"})
+	a, err := New(w.node("i-x9", ipv6Env).options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot tell whether instance type x9.sim takes the /80 prefix") || !strings.Contains(err.Error(), "ec2:DescribeInstanceTypes") {
+		t.Fatalf("Start = %v", err)
+	}
+	if n := w.callCount("AssignIpv6Addresses"); n != 0 {
+		t.Errorf("%d AssignIpv6Addresses calls, want none", n)
 	}
 }

@@ -170,7 +170,8 @@ func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (limits.Lim
 			obs.MaxENIs++
 		}
 		obs.IPv4PerENI = max(obs.IPv4PerENI, len(i.IPv4s)+len(i.Prefixes))
-		if len(i.Prefixes) > 0 {
+		// An IPv6 /80 (aws-node's IPv6 mode left it) says so as well.
+		if len(i.Prefixes) > 0 || len(i.IPv6Prefixes) > 0 {
 			obs.Hypervisor = limits.Nitro
 		}
 	}

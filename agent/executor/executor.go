@@ -171,7 +171,8 @@ func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 }
 
 // imdsDigest summarises the interfaces IMDS shows (each one's MAC, id,
-// device, addresses and prefixes), or "" when IMDS cannot say.
+// device, addresses and prefixes, IPv6 /80s included), or "" when IMDS
+// cannot say.
 func imdsDigest(ctx context.Context, c Cloud) string {
 	self, err := c.DescribeSelf(ctx)
 	if err != nil {
@@ -181,7 +182,7 @@ func imdsDigest(ctx context.Context, c Cloud) string {
 	slices.SortFunc(ifs, func(a, b cloud.Interface) int { return strings.Compare(a.MAC, b.MAC) })
 	h := sha256.New()
 	for _, i := range ifs {
-		fmt.Fprintf(h, "%s %s %d %v %v %v\n", i.MAC, i.ID, i.DeviceNumber, i.IPv4s, i.Prefixes, i.SecurityGroups)
+		fmt.Fprintf(h, "%s %s %d %v %v %v %v\n", i.MAC, i.ID, i.DeviceNumber, i.IPv4s, i.Prefixes, i.SecurityGroups, i.IPv6Prefixes)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
