@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -232,6 +233,13 @@ func crossCheck(c *Config, given map[string]string) []Problem {
 // delegation, IPv6 with custom networking. Each problem names the
 // setting to change, so the one line says the fix.
 func familyProblems(c *Config, given map[string]string) []Problem {
+	for _, name := range []string{"ENABLE_IPv4", "ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"} {
+		if v, ok := given[name]; ok {
+			if _, err := strconv.ParseBool(v); err != nil {
+				return nil // its own problem says so; the rest would guess
+			}
+		}
+	}
 	value := func(name string, v bool) string {
 		if g, ok := given[name]; ok {
 			return g

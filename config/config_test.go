@@ -165,6 +165,8 @@ func TestLoadRefusesInvalidValuesNamingEach(t *testing.T) {
 		{"VPCNET_NETWORK_POLICY", "disabled", "must be one of on, off"},
 		{"ENABLE_IPv4", "false", "must be true unless ENABLE_IPv6=true: pods need one address family; set ENABLE_IPv4=true, or ENABLE_IPv6=true for IPv6 pods"},
 		{"ENABLE_V4_EGRESS", "no", "must be true or false"},
+		{"ENABLE_IPv4", "yes", "must be true or false"},
+		{"ENABLE_IPv6", "on", "must be true or false"},
 		{"ENABLE_POD_ENI", "true", "must be false: vpcnet does not provide security groups for pods; switching would silently drop their enforcement"},
 	}
 	for _, tt := range tests {
