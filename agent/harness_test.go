@@ -266,6 +266,7 @@ func (r *running) waitReady(t *testing.T) {
 		}
 		select {
 		case err := <-r.done:
+			r.done <- err // for stop, which the test's cleanup calls
 			t.Fatalf("agent exited before ready: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}

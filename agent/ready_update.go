@@ -79,7 +79,7 @@ func (a *Agent) installConf(tell func(nodestate.Event) bool) {
 	// wait for an address, with room for the checkpoint and the pod's
 	// policy rules.
 	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin,
-		Timeout: a.cfg.AddWait + pluginTimeoutSlack}
+		IPv6: a.cfg.IPv6, Timeout: a.cfg.AddWait + pluginTimeoutSlack}
 	if err := a.disk.InstallConf(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
 		a.confState.Store(confNone)

@@ -107,6 +107,11 @@ func (a *Agent) learnNode(ctx context.Context) error {
 		return err
 	}
 	full, note := a.instanceLimits(ctx, self)
+	if a.cfg.IPv6 {
+		if err := a.ipv6Refusal(ctx, self, full); err != nil {
+			return err
+		}
+	}
 	lim := ipam.Limits{MaxENIs: full.MaxENIs, IPv4PerENI: full.IPv4PerENI}
 	cfg := ipam.DefaultPlanConfig()
 	cfg.WarmENITarget = a.cfg.WarmENITarget
@@ -134,7 +139,7 @@ func (a *Agent) learnNode(ctx context.Context) error {
 	a.bootp.Store(&bootInfo{self: self, limits: lim, limitsSource: note, planCfg: cfg, maxPods: mp, node: NodeNet{
 		PrimaryMAC: self.Primary.MAC, PrimaryIP: self.Primary.PrimaryIP(), VPCCIDRs: self.VPCCIDRs,
 		ExcludeSNATCIDRs: a.cfg.ExcludeSNATCIDRs, ExternalSNAT: a.cfg.ExternalSNAT,
-		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU, DenyPodIMDS: a.cfg.PodIMDS == "deny",
+		RandomizeSNAT: a.cfg.RandomizeSNAT, MTU: a.cfg.ENIMTU, DenyPodIMDS: a.cfg.PodIMDS == "deny", IPv6: a.cfg.IPv6,
 	}})
 	a.log.Info("node learned", "instance", self.InstanceID, "type", self.InstanceType, "az", self.AvailabilityZone,
 		"primaryENI", self.Primary.ID, "subnet", self.Primary.SubnetID, "maxENIs", lim.MaxENIs, "ipv4PerENI", lim.IPv4PerENI, "limits", note,
@@ -165,7 +170,8 @@ func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (limits.Lim
 			obs.MaxENIs++
 		}
 		obs.IPv4PerENI = max(obs.IPv4PerENI, len(i.IPv4s)+len(i.Prefixes))
-		if len(i.Prefixes) > 0 {
+		// An IPv6 /80 (aws-node's IPv6 mode left it) says so as well.
+		if len(i.Prefixes) > 0 || len(i.IPv6Prefixes) > 0 {
 			obs.Hypervisor = limits.Nitro
 		}
 	}
@@ -247,7 +253,7 @@ func (a *Agent) stateConfig() nodestate.Config {
 		InstanceID: b.self.InstanceID, InstanceType: b.self.InstanceType, Plan: b.planCfg, Limits: b.limits,
 		Cooldown: a.cfg.Cooldown, AddWait: a.cfg.AddWait, DemandMemory: a.cfg.DemandMemory, ReclaimAfter: a.cfg.ReclaimAfter, DetachHold: a.cfg.DetachHold,
 		ResyncInterval: a.cfg.ReconcileInterval, AttachTimeout: a.attachTimeout, CustomNetwork: a.cfg.CustomNetwork,
-		SubnetDiscovery: a.cfg.SubnetDiscovery && !a.cfg.CustomNetwork,
-		Classify:        executor.Classify, Log: a.log, HostVeth: a.hostVeth,
+		SubnetDiscovery: a.cfg.SubnetDiscovery && !a.cfg.CustomNetwork, IPv6: a.cfg.IPv6,
+		Classify: executor.Classify, Log: a.log, HostVeth: a.hostVeth,
 	}
 }

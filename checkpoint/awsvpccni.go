@@ -23,8 +23,8 @@ type awsEntry struct {
 	NetworkName         string `json:"networkName"`
 	ContainerID         string `json:"containerID"`
 	IfName              string `json:"ifName"`
-	IPv4                string `json:"ipv4"`
-	IPv6                string `json:"ipv6"`
+	IPv4                string `json:"ipv4,omitempty"`
+	IPv6                string `json:"ipv6,omitempty"`
 	AllocationTimestamp int64  `json:"allocationTimestamp"`
 	Metadata            struct {
 		K8SPodNamespace string `json:"k8sPodNamespace"`
@@ -64,13 +64,18 @@ func (e awsEntry) toEntry() (Entry, error) {
 	if err := checkKey(key); err != nil {
 		return Entry{}, err
 	}
-	if e.IPv6 != "" {
-		return Entry{}, fmt.Errorf("ipv6 %q: the node ran the Amazon VPC CNI in IPv6 mode, which vpcnet does not support", e.IPv6)
+	// aws-node writes one address per entry: ipv4, or ipv6 in its IPv6
+	// mode (writeBackingStoreUnsafe), each of its own family.
+	field, s, fam := "ipv4", e.IPv4, onlyIPv4
+	switch {
+	case e.IPv4 != "" && e.IPv6 != "":
+		return Entry{}, fmt.Errorf("both ipv4 %q and ipv6 %q: aws-node records one address per entry", e.IPv4, e.IPv6)
+	case e.IPv6 != "":
+		field, s, fam = "ipv6", e.IPv6, onlyIPv6
+	case e.IPv4 == "":
+		return Entry{}, errors.New("no ipv4 or ipv6 address")
 	}
-	if e.IPv4 == "" {
-		return Entry{}, errors.New("no ipv4 address")
-	}
-	addr, err := parseAddr("ipv4", e.IPv4)
+	addr, err := parseAddr(field, s, fam)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -121,7 +126,12 @@ func EncodeAWS(s State) ([]byte, error) {
 	sorted := slices.Clone(s.Entries)
 	slices.SortFunc(sorted, func(a, b Entry) int { return a.Addr.Compare(b.Addr) })
 	for _, e := range sorted {
-		a := awsEntry{NetworkName: e.Key.Network, ContainerID: e.Key.ContainerID, IfName: e.Key.IfName, IPv4: e.Addr.String()}
+		a := awsEntry{NetworkName: e.Key.Network, ContainerID: e.Key.ContainerID, IfName: e.Key.IfName}
+		if e.Addr.Is6() {
+			a.IPv6 = e.Addr.String()
+		} else {
+			a.IPv4 = e.Addr.String()
+		}
 		if !e.AssignedAt.IsZero() {
 			a.AllocationTimestamp = e.AssignedAt.UnixNano()
 		}

@@ -107,7 +107,7 @@ func decodeV1(data []byte) (State, error) {
 }
 
 func (r released) toRelease() (Release, error) {
-	addr, err := parseAddr("address", r.Address)
+	addr, err := parseAddr("address", r.Address, anyFamily)
 	if err != nil {
 		return Release{}, err
 	}
@@ -141,7 +141,7 @@ func (e entry) toEntry() (Entry, error) {
 	if err := checkKey(key); err != nil {
 		return Entry{}, err
 	}
-	addr, err := parseAddr("address", e.Address)
+	addr, err := parseAddr("address", e.Address, anyFamily)
 	if err != nil {
 		return Entry{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -56,12 +57,12 @@ func TestDecodeRefusesBadInput(t *testing.T) {
 		{"entry not an object", v1(good + `,5`), "checkpoint: assignments[1] is a JSON number, want an object"},
 		{"unknown entry field", v1(`{"network":"vpcnet","containerID":"a","ifName":"eth0","address":"10.0.0.5","assignedAt":"2026-01-02T03:04:05Z","eni":"eni-1"}`),
 			`checkpoint: assignments[0]: unknown field "eni"`},
-		{"address not IPv4", v1(good + `,{"network":"vpcnet","containerID":"b","ifName":"eth0","address":"10.0.0.x","assignedAt":"2026-01-02T03:04:05Z"}`),
-			`checkpoint: assignments[1]: address "10.0.0.x" is not an IPv4 address`},
+		{"address not an address", v1(good + `,{"network":"vpcnet","containerID":"b","ifName":"eth0","address":"10.0.0.x","assignedAt":"2026-01-02T03:04:05Z"}`),
+			`checkpoint: assignments[1]: address "10.0.0.x" is not an IPv4 or IPv6 address`},
 		{"address with leading zero", v1(`{"network":"vpcnet","containerID":"a","ifName":"eth0","address":"10.0.0.05","assignedAt":"2026-01-02T03:04:05Z"}`),
-			`checkpoint: assignments[0]: address "10.0.0.05" is not an IPv4 address`},
-		{"IPv6 address", v1(`{"network":"vpcnet","containerID":"a","ifName":"eth0","address":"fd00::5","assignedAt":"2026-01-02T03:04:05Z"}`),
-			`checkpoint: assignments[0]: address "fd00::5" is not an IPv4 address`},
+			`checkpoint: assignments[0]: address "10.0.0.05" is not an IPv4 or IPv6 address`},
+		{"IPv4-mapped IPv6 address", v1(`{"network":"vpcnet","containerID":"a","ifName":"eth0","address":"::ffff:10.0.0.5","assignedAt":"2026-01-02T03:04:05Z"}`),
+			`checkpoint: assignments[0]: address "::ffff:10.0.0.5" is not an IPv4 or IPv6 address`},
 		{"unspecified address", v1(`{"network":"vpcnet","containerID":"a","ifName":"eth0","address":"0.0.0.0","assignedAt":"2026-01-02T03:04:05Z"}`),
 			`checkpoint: assignments[0]: address 0.0.0.0 is not a unicast address a pod can hold`},
 		{"address is a number", v1(`{"network":"vpcnet","containerID":"a","ifName":"eth0","address":167772165,"assignedAt":"2026-01-02T03:04:05Z"}`),
@@ -140,10 +141,14 @@ func TestDecodeRefusesBadAmazonVPCCNIEntries(t *testing.T) {
 		in   string
 		want string
 	}{
-		{"IPv6 mode", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv6":"2600:1f14::5","allocationTimestamp":1}`),
-			`checkpoint: allocations[0]: ipv6 "2600:1f14::5": the node ran the Amazon VPC CNI in IPv6 mode, which vpcnet does not support`},
+		{"both families", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv4":"10.0.0.1","ipv6":"2600:1f14::5","allocationTimestamp":1}`),
+			`checkpoint: allocations[0]: both ipv4 "10.0.0.1" and ipv6 "2600:1f14::5": aws-node records one address per entry`},
+		{"IPv4 as ipv6", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv6":"10.0.0.1"}`),
+			`checkpoint: allocations[0]: ipv6 "10.0.0.1" is not an IPv6 address`},
+		{"IPv6 as ipv4", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv4":"2600:1f14::5"}`),
+			`checkpoint: allocations[0]: ipv4 "2600:1f14::5" is not an IPv4 address`},
 		{"no address", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","allocationTimestamp":1}`),
-			"checkpoint: allocations[0]: no ipv4 address"},
+			"checkpoint: allocations[0]: no ipv4 or ipv6 address"},
 		{"bad address", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv4":"10.0.0.256"}`),
 			`checkpoint: allocations[0]: ipv4 "10.0.0.256" is not an IPv4 address`},
 		{"timestamp as a string", aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv4":"10.0.0.1","allocationTimestamp":"1717171717"}`),
@@ -269,5 +274,44 @@ func TestEncodeAWSWritesWhatAWSNodeAndDecodeRead(t *testing.T) {
 	dup := State{Entries: append(slices.Clone(want.Entries), want.Entries[0])}
 	if _, err := EncodeAWS(dup); err == nil {
 		t.Error("EncodeAWS wrote one address twice")
+	}
+}
+
+// aws-node's IPv6 mode records "ipv6" entries (writeBackingStoreUnsafe,
+// v1.23): vpcnet imports them to switch such a node over, and writes them
+// back the same way, so aws-node can take the node back.
+func TestIPv6EntriesSwitchOverAndBackInAWSNodesFormat(t *testing.T) {
+	aws := func(entry string) string { return `{"version":"vpc-cni-ipam/1","allocations":[` + entry + `]}` }
+	in := aws(`{"networkName":"aws-cni","containerID":"a","ifName":"eth0","ipv6":"2600:1f14:abc:de01:12::","allocationTimestamp":1717171717123456789,"metadata":{"k8sPodNamespace":"default","k8sPodName":"web"}},` +
+		`{"networkName":"aws-cni","containerID":"b","ifName":"eth0","ipv6":"2600:1f14:abc:de01:12::1","allocationTimestamp":0,"metadata":{}}`)
+	s, err := Decode([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{
+		{Key: ipam.Key{Network: "aws-cni", ContainerID: "a", IfName: "eth0"}, Addr: netip.MustParseAddr("2600:1f14:abc:de01:12::"),
+			Pod: ipam.Pod{Namespace: "default", Name: "web"}, AssignedAt: time.Unix(0, 1717171717123456789).UTC()},
+		{Key: ipam.Key{Network: "aws-cni", ContainerID: "b", IfName: "eth0"}, Addr: netip.MustParseAddr("2600:1f14:abc:de01:12::1")},
+	}
+	if !reflect.DeepEqual(s.Entries, want) {
+		t.Fatalf("Decode =\n%+v\nwant\n%+v", s.Entries, want)
+	}
+	out, err := EncodeAWS(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"ipv6":"2600:1f14:abc:de01:12::1"`)) || bytes.Contains(out, []byte(`"ipv4"`)) {
+		t.Errorf("EncodeAWS wrote %s, want ipv6 fields and no ipv4 one, as aws-node does", out)
+	}
+	back, err := Decode(out)
+	if err != nil || !equal(back, s) {
+		t.Errorf("Decode(EncodeAWS) = %+v, %v, want %+v", back, err, s)
+	}
+	ours, err := Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Decode(ours); err != nil || !equal(again, s) {
+		t.Errorf("vpcnet's own format round trip = %+v, %v", again, err)
 	}
 }

@@ -66,7 +66,8 @@ func TestDecodeRefusesBadReleases(t *testing.T) {
 		{"released and held", doc(`{"address":"10.0.0.5","releasedAt":"2026-01-02T03:04:05Z"}`),
 			"checkpoint: address 10.0.0.5 is both released (released[0]) and held by an assignment"},
 		{"no time", doc(`{"address":"10.0.0.9"}`), "checkpoint: released[0]: no releasedAt time"},
-		{"bad address", doc(`{"address":"::1","releasedAt":"2026-01-02T03:04:05Z"}`), `checkpoint: released[0]: address "::1" is not an IPv4 address`},
+		{"bad address", doc(`{"address":"::ffff:10.0.0.9","releasedAt":"2026-01-02T03:04:05Z"}`), `checkpoint: released[0]: address "::ffff:10.0.0.9" is not an IPv4 or IPv6 address`},
+		{"loopback", doc(`{"address":"::1","releasedAt":"2026-01-02T03:04:05Z"}`), `checkpoint: released[0]: address ::1 is not a unicast address a pod can hold`},
 		{"unknown field", doc(`{"address":"10.0.0.9","releasedAt":"2026-01-02T03:04:05Z","by":"x"}`), `checkpoint: released[0]: unknown field "by"`},
 	} {
 		_, err := Decode([]byte(tt.in))

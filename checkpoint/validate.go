@@ -23,8 +23,8 @@ func checkEntry(e Entry) error {
 	if !e.Addr.IsValid() {
 		return errors.New("no address")
 	}
-	if !e.Addr.Is4() {
-		return fmt.Errorf("address %q is not an IPv4 address", e.Addr)
+	if err := checkFamily(e.Addr); err != nil {
+		return err
 	}
 	if err := checkUnicast(e.Addr); err != nil {
 		return err
@@ -60,6 +60,16 @@ func checkKey(k ipam.Key) error {
 	return nil
 }
 
+// checkFamily accepts an IPv4 address, or a plain IPv6 one (aws-node's
+// IPv6 mode): not an IPv4-mapped IPv6 address, which would never compare
+// equal to its IPv4 form, nor one with a zone, which no pod address has.
+func checkFamily(a netip.Addr) error {
+	if a.Is4() || a.Is6() && !a.Is4In6() && a.Zone() == "" {
+		return nil
+	}
+	return fmt.Errorf("address %q is not an IPv4 or IPv6 address", a)
+}
+
 // checkUnicast refuses the addresses no pod can hold, which can only
 // appear through corruption.
 func checkUnicast(a netip.Addr) error {
@@ -69,14 +79,43 @@ func checkUnicast(a netip.Addr) error {
 	return nil
 }
 
-// parseAddr parses an address as written in a checkpoint.
-func parseAddr(field, s string) (netip.Addr, error) {
+// family is which addresses a checkpoint field holds.
+type family int
+
+const (
+	anyFamily family = iota // vpcnet's address fields
+	onlyIPv4                // aws-node's ipv4
+	onlyIPv6                // aws-node's ipv6
+)
+
+func (f family) holds(a netip.Addr) bool {
+	switch f {
+	case onlyIPv4:
+		return a.Is4()
+	case onlyIPv6:
+		return a.Is6() && checkFamily(a) == nil
+	}
+	return checkFamily(a) == nil
+}
+
+func (f family) String() string {
+	switch f {
+	case onlyIPv4:
+		return "an IPv4 address"
+	case onlyIPv6:
+		return "an IPv6 address"
+	}
+	return "an IPv4 or IPv6 address"
+}
+
+// parseAddr parses an address of fam as written in a checkpoint.
+func parseAddr(field, s string, fam family) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, fmt.Errorf("no %s", field)
 	}
 	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() {
-		return netip.Addr{}, fmt.Errorf("%s %q is not an IPv4 address", field, s)
+	if err != nil || !fam.holds(a) {
+		return netip.Addr{}, fmt.Errorf("%s %q is not %s", field, s, fam)
 	}
 	if err := checkUnicast(a); err != nil {
 		return netip.Addr{}, err
@@ -115,8 +154,8 @@ func checkReleases(rel []Release, entries []Entry, list string) error {
 	}
 	seen := make(map[netip.Addr]int, len(rel))
 	for i, r := range rel {
-		if !r.Addr.Is4() {
-			return fmt.Errorf("%s[%d]: address %q is not an IPv4 address", list, i, r.Addr)
+		if err := checkFamily(r.Addr); err != nil {
+			return fmt.Errorf("%s[%d]: %w", list, i, err)
 		}
 		if err := checkUnicast(r.Addr); err != nil {
 			return fmt.Errorf("%s[%d]: %w", list, i, err)

@@ -110,3 +110,33 @@ func (c *Client) unassign(ctx context.Context, in *ec2.UnassignPrivateIpAddresse
 		return err
 	})
 }
+
+// AssignIPv6Prefixes asks EC2 for count more IPv6 /80 prefixes on eniID
+// in one call (AssignIpv6Addresses with Ipv6PrefixCount, as aws-node's
+// IPv6 mode does for the primary ENI) and returns the ones it assigned.
+func (c *Client) AssignIPv6Prefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error) {
+	if count < 1 {
+		return nil, fmt.Errorf("assign IPv6 prefixes to %s: count %d, want at least 1", eniID, count)
+	}
+	var out *ec2.AssignIpv6AddressesOutput
+	err := c.call(ctx, "AssignIpv6Addresses", func(ctx context.Context) error {
+		var err error
+		out, err = c.ec2.AssignIpv6Addresses(ctx, &ec2.AssignIpv6AddressesInput{
+			NetworkInterfaceId: aws.String(eniID),
+			Ipv6PrefixCount:    aws.Int32(int32(count)),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("assign %d IPv6 prefixes to %s: %w", count, eniID, err)
+	}
+	prefixes := make([]netip.Prefix, 0, len(out.AssignedIpv6Prefixes))
+	for _, p := range out.AssignedIpv6Prefixes {
+		pfx, err := parseIPv6Prefix(p, prefix6Bits, prefix6Bits)
+		if err != nil {
+			return nil, fmt.Errorf("assign %d IPv6 prefixes to %s: EC2 answered a bad prefix: %w", count, eniID, err)
+		}
+		prefixes = append(prefixes, pfx)
+	}
+	return prefixes, nil
+}

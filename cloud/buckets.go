@@ -25,7 +25,8 @@ type Bucket struct {
 // one that throttles everyone.
 //
 //   - CreateNetworkInterface, DeleteNetworkInterface, AssignPrivateIpAddresses,
-//     UnassignPrivateIpAddresses, ModifyNetworkInterfaceAttribute are
+//     UnassignPrivateIpAddresses, AssignIpv6Addresses,
+//     ModifyNetworkInterfaceAttribute are
 //     uncategorised actions with their own bucket: 100, refill 5/s.
 //   - AttachNetworkInterface, DetachNetworkInterface are plain mutating
 //     actions: 50, refill 5/s.
@@ -39,6 +40,7 @@ func DefaultBuckets() map[string]Bucket {
 		"DeleteNetworkInterface":          {Burst: 100, Refill: 5},
 		"AssignPrivateIpAddresses":        {Burst: 100, Refill: 5},
 		"UnassignPrivateIpAddresses":      {Burst: 100, Refill: 5},
+		"AssignIpv6Addresses":             {Burst: 100, Refill: 5},
 		"ModifyNetworkInterfaceAttribute": {Burst: 100, Refill: 5},
 		"AttachNetworkInterface":          {Burst: 50, Refill: 5},
 		"DetachNetworkInterface":          {Burst: 50, Refill: 5},

@@ -43,10 +43,14 @@ type ENI struct {
 	// interfaces. Empty is an ordinary ENI.
 	InterfaceType string
 	// Attachment is nil when the ENI is not attached.
-	Attachment     *Attachment
-	PrimaryIP      netip.Addr
-	SecondaryIPs   []netip.Addr
-	Prefixes       []netip.Prefix
+	Attachment   *Attachment
+	PrimaryIP    netip.Addr
+	SecondaryIPs []netip.Addr
+	Prefixes     []netip.Prefix
+	// IPv6s are the ENI's IPv6 addresses, IPv6Prefixes its delegated
+	// /80s (AssignIpv6Addresses with Ipv6PrefixCount).
+	IPv6s          []netip.Addr
+	IPv6Prefixes   []netip.Prefix
 	Tags           map[string]string
 	SecurityGroups []string
 	// ConnTrack is the ENI's connection-tracking idle timeouts.
@@ -235,6 +239,20 @@ func eniFromEC2(ni types.NetworkInterface) (ENI, error) {
 			return bad("prefix", err)
 		}
 		e.Prefixes = append(e.Prefixes, pfx)
+	}
+	for _, a := range ni.Ipv6Addresses {
+		ip, err := parseIPv6(aws.ToString(a.Ipv6Address))
+		if err != nil {
+			return bad("IPv6 address", err)
+		}
+		e.IPv6s = append(e.IPv6s, ip)
+	}
+	for _, p := range ni.Ipv6Prefixes {
+		pfx, err := parseIPv6Prefix(aws.ToString(p.Ipv6Prefix), prefix6Bits, prefix6Bits)
+		if err != nil {
+			return bad("IPv6 prefix", err)
+		}
+		e.IPv6Prefixes = append(e.IPv6Prefixes, pfx)
 	}
 	for _, g := range ni.Groups {
 		e.SecurityGroups = append(e.SecurityGroups, aws.ToString(g.GroupId))

@@ -53,6 +53,14 @@ type Interface struct {
 	IPv4s []netip.Addr
 	// Prefixes are the delegated /28s (ipv4-prefix).
 	Prefixes []netip.Prefix
+	// SubnetIPv6CIDRs are the subnet's IPv6 /64s
+	// (subnet-ipv6-cidr-blocks); none for an IPv4-only subnet.
+	SubnetIPv6CIDRs []netip.Prefix
+	// IPv6s are the ENI's IPv6 addresses (ipv6s), IPv6Prefixes its
+	// delegated /80s (ipv6-prefix); IMDS answers 404 for either when
+	// the ENI has none, as for ipv4-prefix.
+	IPv6s        []netip.Addr
+	IPv6Prefixes []netip.Prefix
 }
 
 // PrimaryIP is the ENI's primary private address, or the zero Addr.
@@ -254,7 +262,49 @@ func imdsInterface(ctx context.Context, get imdsGetter, mac string) (Interface, 
 	if ifc.Prefixes, err = parsePrefixes(prefixes, prefixBits, prefixBits); err != nil {
 		return Interface{}, fmt.Errorf("IMDS %sipv4-prefix: %w", base, err)
 	}
+	if err := imdsInterfaceIPv6(ctx, get, base, &ifc); err != nil {
+		return Interface{}, err
+	}
 	return ifc, nil
+}
+
+// imdsInterfaceIPv6 reads an interface's IPv6 entries. Each is absent
+// (404) when there is nothing to list, which is no error: an IPv4-only
+// subnet, an ENI without IPv6 addresses or prefixes.
+func imdsInterfaceIPv6(ctx context.Context, get imdsGetter, base string, ifc *Interface) error {
+	lines := func(name string) ([]string, error) {
+		l, err := imdsLines(ctx, get, base+name)
+		if isIMDSNotFound(err) {
+			return nil, nil
+		}
+		return l, err
+	}
+	cidrs, err := lines("subnet-ipv6-cidr-blocks")
+	if err != nil {
+		return err
+	}
+	if ifc.SubnetIPv6CIDRs, err = parseIPv6Prefixes(cidrs, minSubnet6Bits, subnet6Bits); err != nil {
+		return fmt.Errorf("IMDS %ssubnet-ipv6-cidr-blocks: %w", base, err)
+	}
+	ips, err := lines("ipv6s")
+	if err != nil {
+		return err
+	}
+	for _, s := range ips {
+		a, err := parseIPv6(s)
+		if err != nil {
+			return fmt.Errorf("IMDS %sipv6s: %w", base, err)
+		}
+		ifc.IPv6s = append(ifc.IPv6s, a)
+	}
+	prefixes, err := lines("ipv6-prefix")
+	if err != nil {
+		return err
+	}
+	if ifc.IPv6Prefixes, err = parseIPv6Prefixes(prefixes, prefix6Bits, prefix6Bits); err != nil {
+		return fmt.Errorf("IMDS %sipv6-prefix: %w", base, err)
+	}
+	return nil
 }
 
 func imdsVPCCIDRs(ctx context.Context, get imdsGetter, mac string) ([]netip.Prefix, error) {

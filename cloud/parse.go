@@ -63,6 +63,55 @@ func parseIPv4Prefix(s string, minBits, maxBits int) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
+// IPv6: a VPC's block is a /44 to /56 (BYOIP) and a subnet's a /64 (a
+// /44 to /64 in the API); an ENI's delegated IPv6 prefixes are /80s.
+const (
+	minSubnet6Bits = 44
+	subnet6Bits    = 64
+	prefix6Bits    = 80
+)
+
+// parseIPv6 parses one global IPv6 address: not IPv4, IPv4-mapped,
+// link-local, unspecified or zoned, none of which EC2 assigns.
+func parseIPv6(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("%s is not an IPv6 address", quoteShort(s))
+	}
+	if a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsLoopback() {
+		return netip.Addr{}, fmt.Errorf("%s is not an address EC2 assigns", quoteShort(s))
+	}
+	return a, nil
+}
+
+// parseIPv6Prefix parses an IPv6 CIDR of minBits to maxBits bits and
+// returns it masked.
+func parseIPv6Prefix(s string, minBits, maxBits int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%s is not an IPv6 CIDR", quoteShort(s))
+	}
+	if p.Bits() < minBits || p.Bits() > maxBits {
+		if minBits == maxBits {
+			return netip.Prefix{}, fmt.Errorf("%s is not a /%d", quoteShort(s), minBits)
+		}
+		return netip.Prefix{}, fmt.Errorf("%s is not a /%d to /%d", quoteShort(s), minBits, maxBits)
+	}
+	return p.Masked(), nil
+}
+
+func parseIPv6Prefixes(ss []string, minBits, maxBits int) ([]netip.Prefix, error) {
+	var ps []netip.Prefix
+	for _, s := range ss {
+		p, err := parseIPv6Prefix(s, minBits, maxBits)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
 // checkDeviceIndex refuses a device index vpcnet could give no route table.
 func checkDeviceIndex(i int64) (int, error) {
 	if i < 0 || i > netfacts.MaxDeviceIndex {

@@ -18,6 +18,9 @@ type Subnet struct {
 	VPCID            string
 	AvailabilityZone string
 	CIDR             netip.Prefix
+	// IPv6CIDRs are the subnet's associated IPv6 blocks (a /64 each);
+	// none for an IPv4-only subnet.
+	IPv6CIDRs []netip.Prefix
 	// AvailableAddresses is EC2's count of free addresses; with prefix
 	// delegation a fragmented subnet can have addresses but no free /28.
 	AvailableAddresses int
@@ -67,6 +70,18 @@ func subnetFromEC2(s types.Subnet) (Subnet, error) {
 		return Subnet{}, fmt.Errorf("subnet %s: EC2 gives a bad CIDR: %w", quoteShort(sn.ID), err)
 	}
 	sn.CIDR = cidr
+	for _, a := range s.Ipv6CidrBlockAssociationSet {
+		// Blocks being associated or gone are not the subnet's yet, or
+		// any more: EC2 gives no prefix from them.
+		if a.Ipv6CidrBlockState == nil || a.Ipv6CidrBlockState.State != types.SubnetCidrBlockStateCodeAssociated {
+			continue
+		}
+		p, err := parseIPv6Prefix(aws.ToString(a.Ipv6CidrBlock), minSubnet6Bits, subnet6Bits)
+		if err != nil {
+			return Subnet{}, fmt.Errorf("subnet %s: EC2 gives a bad IPv6 CIDR: %w", quoteShort(sn.ID), err)
+		}
+		sn.IPv6CIDRs = append(sn.IPv6CIDRs, p)
+	}
 	return sn, nil
 }
 

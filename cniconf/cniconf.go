@@ -48,6 +48,9 @@ type Options struct {
 	// (ENABLE_V4_EGRESS) right after vpcnet, where aws-node chains
 	// egress-cni; EgressV4 (the function) renders aws-node's entry.
 	EgressV4 *EgressV4Conf
+	// IPv6 says the node runs aws-node's IPv6 mode (ENABLE_IPv6): pods
+	// get IPv6 addresses.
+	IPv6 bool
 }
 
 // PluginConf is vpcnet's own entry in the list; the plugin parses the same
@@ -67,6 +70,10 @@ type PluginConf struct {
 	// Capabilities are the runtime arguments vpcnet takes: portMappings,
 	// the pod's hostPorts, which vpcnet maps itself.
 	Capabilities map[string]bool `json:"capabilities,omitempty"`
+	// IPv6 says pods get IPv6 addresses (ENABLE_IPv6=true on the node),
+	// wired through fe80::1: the plugin makes the pod's veth before the
+	// agent has said which address, so it must know the family first.
+	IPv6 bool `json:"ipv6,omitempty"`
 	// RuntimeConfig is what the runtime passes for the pod's
 	// capabilities; it is never in the file.
 	RuntimeConfig *RuntimeConfig `json:"runtimeConfig,omitempty"`
@@ -94,7 +101,7 @@ func Render(opts Options) ([]byte, error) {
 	if opts.Socket == "" {
 		return nil, fmt.Errorf("render CNI config: agent socket path is empty")
 	}
-	self := PluginConf{Type: "vpcnet", Socket: opts.Socket}
+	self := PluginConf{Type: "vpcnet", Socket: opts.Socket, IPv6: opts.IPv6}
 	if opts.Timeout > 0 {
 		self.Timeout = opts.Timeout.String()
 	}

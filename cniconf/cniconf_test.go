@@ -125,3 +125,20 @@ func TestSupersedeMovesOnlyTheAmazonVPCCNIsEarlierConfigurationAside(t *testing.
 		t.Errorf("second Supersede moved %v (%v)", moved, err)
 	}
 }
+
+// The plugin makes a pod's veth before the agent says its address, so an
+// IPv6 node's configuration says ipv6; an IPv4 node's is unchanged.
+func TestRenderSaysIPv6OnlyOnAnIPv6Node(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		out, err := Render(Options{NetworkName: "aws-cni", Socket: "/run/vpcnet/vpcnetd.sock", IPv6: ipv6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(out), `"ipv6": true`); got != ipv6 {
+			t.Errorf("IPv6=%v: rendered\n%s", ipv6, out)
+		}
+		if !ipv6 && strings.Contains(string(out), "ipv6") {
+			t.Errorf("an IPv4 node's configuration mentions ipv6:\n%s", out)
+		}
+	}
+}

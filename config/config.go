@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,13 @@ type Config struct {
 	// MaxPods is MAX_PODS; 0: the kubelet's, else the EKS rule.
 	MaxPods          int
 	PrefixDelegation bool
+	// IPv4 and IPv6 are ENABLE_IPv4 and ENABLE_IPv6: which family pods
+	// get, exactly one of them (crossCheck). IPv6 is aws-node's IPv6 mode:
+	// one /80 prefix on the primary ENI, no warm pool.
+	IPv4, IPv6 bool
+	// V4Egress is ENABLE_V4_EGRESS: IPv4 egress for IPv6 pods. Parsed
+	// and shown; nothing implements it yet.
+	V4Egress bool
 	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: tagged subnets for new
 	// ENIs.
 	SubnetDiscovery bool
@@ -214,6 +222,48 @@ func crossCheck(c *Config, given map[string]string) []Problem {
 	if !c.NetworkPolicy && c.NetworkPolicyMode == verdicts.Strict {
 		problems = append(problems, Problem{"NETWORK_POLICY_ENFORCING_MODE", given["NETWORK_POLICY_ENFORCING_MODE"],
 			"must be standard (or unset) with VPCNET_NETWORK_POLICY=off: vpcnet then isolates no pod, so strict would be ignored; remove it, or turn enforcement on"})
+	}
+	problems = append(problems, familyProblems(c, given)...)
+	return problems
+}
+
+// familyProblems checks ENABLE_IPv4 and ENABLE_IPv6 against each other and
+// against the settings aws-node also refuses in IPv6 mode (ipamd's
+// isConfigValid, v1.23): dual stack, neither family, IPv6 without prefix
+// delegation, IPv6 with custom networking. Each problem names the
+// setting to change, so the one line says the fix.
+func familyProblems(c *Config, given map[string]string) []Problem {
+	for _, name := range []string{"ENABLE_IPv4", "ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"} {
+		if v, ok := given[name]; ok {
+			if _, err := strconv.ParseBool(v); err != nil {
+				return nil // its own problem says so; the rest would guess
+			}
+		}
+	}
+	value := func(name string, v bool) string {
+		if g, ok := given[name]; ok {
+			return g
+		}
+		return fmt.Sprint(v)
+	}
+	switch {
+	case c.IPv6 && c.IPv4:
+		return []Problem{{"ENABLE_IPv4", value("ENABLE_IPv4", c.IPv4),
+			"must be false with ENABLE_IPv6=true: pods get IPv4 or IPv6 addresses, not both (the Amazon VPC CNI has no dual stack either); set ENABLE_IPv4=false"}}
+	case !c.IPv6 && !c.IPv4:
+		return []Problem{{"ENABLE_IPv4", value("ENABLE_IPv4", c.IPv4),
+			"must be true unless ENABLE_IPv6=true: pods need one address family; set ENABLE_IPv4=true, or ENABLE_IPv6=true for IPv6 pods"}}
+	case !c.IPv6:
+		return nil
+	}
+	var problems []Problem
+	if !c.PrefixDelegation {
+		problems = append(problems, Problem{"ENABLE_PREFIX_DELEGATION", value("ENABLE_PREFIX_DELEGATION", c.PrefixDelegation),
+			"must be true with ENABLE_IPv6=true: IPv6 pods take their addresses from a /80 prefix on the primary ENI, as in the Amazon VPC CNI; set ENABLE_PREFIX_DELEGATION=true"})
+	}
+	if c.CustomNetwork {
+		problems = append(problems, Problem{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", value("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", c.CustomNetwork),
+			"must be false with ENABLE_IPv6=true: IPv6 pods use the primary ENI's /80 prefix, never an ENIConfig's subnet (the Amazon VPC CNI refuses it too); set it to false"})
 	}
 	return problems
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -29,6 +30,8 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		WarmENITarget:       1,
 		MaxENI:              -1,
 		SubnetDiscovery:     true, // aws-node v1.18+
+		IPv4:                true, // aws-node's manifest; its binary says false
+		V4Egress:            true,
 		Cooldown:            30 * time.Second,
 		ENIGrace:            time.Minute,
 		ENIConfigLabel:      "topology.kubernetes.io/zone",
@@ -97,6 +100,9 @@ func TestLoadReadsValidValues(t *testing.T) {
 		{map[string]string{"VPCNET_STARTUP_TAINT": "node.vpcnet.io/agent-not-ready"}, func(c Config) bool { return c.StartupTaint == "node.vpcnet.io/agent-not-ready" }},
 		{map[string]string{"VPCNET_KUBECONFIG": "/etc/vpcnet/kubeconfig"}, func(c Config) bool { return c.Kubeconfig == "/etc/vpcnet/kubeconfig" }},
 		{map[string]string{"ENABLE_IPv6": "false", "ENABLE_POD_ENI": "false"}, func(Config) bool { return true }},
+		{map[string]string{"ENABLE_IPv4": "false", "ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true"}, func(c Config) bool { return c.IPv6 && !c.IPv4 && c.V4Egress }},
+		{map[string]string{"ENABLE_IPv4": "false", "ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true", "ENABLE_V4_EGRESS": "false"}, func(c Config) bool { return c.IPv6 && !c.V4Egress }},
+		{map[string]string{}, func(c Config) bool { return c.IPv4 && !c.IPv6 && c.V4Egress }},
 		{map[string]string{"MAX_PODS": "110"}, func(c Config) bool { return c.MaxPods == 110 }},
 		// Both were refused once; aws-node's meanings now (issue 24).
 		{map[string]string{"AWS_MANAGE_ENIS_NON_SCHEDULABLE": "true"}, func(c Config) bool { return c.ManageENIsNonSchedulable }},
@@ -157,7 +163,10 @@ func TestLoadRefusesInvalidValuesNamingEach(t *testing.T) {
 		{"NETWORK_POLICY_ENFORCING_MODE", "permissive", "must be one of standard, strict"},
 		{"VPCNET_NETWORK_POLICY", "true", "must be one of on, off"},
 		{"VPCNET_NETWORK_POLICY", "disabled", "must be one of on, off"},
-		{"ENABLE_IPv6", "true", "must be false: vpcnet gives pods IPv4 addresses only"},
+		{"ENABLE_IPv4", "false", "must be true unless ENABLE_IPv6=true: pods need one address family; set ENABLE_IPv4=true, or ENABLE_IPv6=true for IPv6 pods"},
+		{"ENABLE_V4_EGRESS", "no", "must be true or false"},
+		{"ENABLE_IPv4", "yes", "must be true or false"},
+		{"ENABLE_IPv6", "on", "must be true or false"},
 		{"ENABLE_POD_ENI", "true", "must be false: vpcnet does not provide security groups for pods; switching would silently drop their enforcement"},
 	}
 	for _, tt := range tests {
@@ -254,5 +263,51 @@ func TestSettingsValuesLoadBackToTheSameConfig(t *testing.T) {
 	}
 	if !reflect.DeepEqual(first, second) {
 		t.Errorf("rendered settings load differently:\nfirst  %+v\nsecond %+v", first, second)
+	}
+}
+
+// IPv6 mode is aws-node's (ipamd's isConfigValid, v1.23): IPv6 alone,
+// from a /80 prefix, without custom networking. Every other combination
+// stops the agent naming the setting to change and the fix.
+func TestIPv6ModeRefusesWhatAWSNodeRefusesNamingTheFix(t *testing.T) {
+	ipv6 := map[string]string{"ENABLE_IPv4": "false", "ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true"}
+	with := func(name, value string) map[string]string {
+		m := maps.Clone(ipv6)
+		if value == "" {
+			delete(m, name)
+		} else {
+			m[name] = value
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		vars map[string]string
+		want Problem
+	}{
+		{"dual stack", with("ENABLE_IPv4", "true"), Problem{"ENABLE_IPv4", "true",
+			"must be false with ENABLE_IPv6=true: pods get IPv4 or IPv6 addresses, not both (the Amazon VPC CNI has no dual stack either); set ENABLE_IPv4=false"}},
+		{"ENABLE_IPv4 left at its default", with("ENABLE_IPv4", ""), Problem{"ENABLE_IPv4", "true",
+			"must be false with ENABLE_IPv6=true: pods get IPv4 or IPv6 addresses, not both (the Amazon VPC CNI has no dual stack either); set ENABLE_IPv4=false"}},
+		{"neither family", map[string]string{"ENABLE_IPv4": "false", "ENABLE_IPv6": "false"}, Problem{"ENABLE_IPv4", "false",
+			"must be true unless ENABLE_IPv6=true: pods need one address family; set ENABLE_IPv4=true, or ENABLE_IPv6=true for IPv6 pods"}},
+		{"no prefix delegation", with("ENABLE_PREFIX_DELEGATION", "false"), Problem{"ENABLE_PREFIX_DELEGATION", "false",
+			"must be true with ENABLE_IPv6=true: IPv6 pods take their addresses from a /80 prefix on the primary ENI, as in the Amazon VPC CNI; set ENABLE_PREFIX_DELEGATION=true"}},
+		{"prefix delegation left at its default", with("ENABLE_PREFIX_DELEGATION", ""), Problem{"ENABLE_PREFIX_DELEGATION", "false",
+			"must be true with ENABLE_IPv6=true: IPv6 pods take their addresses from a /80 prefix on the primary ENI, as in the Amazon VPC CNI; set ENABLE_PREFIX_DELEGATION=true"}},
+		{"custom networking", with("AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "true"), Problem{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "true",
+			"must be false with ENABLE_IPv6=true: IPv6 pods use the primary ENI's /80 prefix, never an ENIConfig's subnet (the Amazon VPC CNI refuses it too); set it to false"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(env(tt.vars))
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("Load(%v) = %v, want a *config.Error", tt.vars, err)
+			}
+			if want := []Problem{tt.want}; !reflect.DeepEqual(cerr.Problems, want) {
+				t.Errorf("problems\n got %+v\nwant %+v", cerr.Problems, want)
+			}
+		})
 	}
 }

@@ -118,11 +118,9 @@ func TestLoadRefusesAmazonVPCCNISettingsVpcnetLacks(t *testing.T) {
 		{"DISABLE_NETWORK_RESOURCE_PROVISIONING", "true", "MAX_ENI"},
 		{"ENABLE_IMDS_ONLY_MODE", "true", "iam-policy.json"},
 		{"ANNOTATE_POD_IP", "true", "status.podIPs"},
-		{"ENABLE_IPv4", "false", "IPv4 addresses only"},
 		{"ENABLE_NFTABLES", "maybe", "nftables"},
 		{"AWS_EXTERNAL_SERVICE_CIDRS", "10.200.0.0/16", "follows the main table"},
 		{"ENABLE_V6_EGRESS", "true", "IPv6 egress"},
-		{"ENABLE_V4_EGRESS", "no", "IPv4 clusters only"},
 		{"DISABLE_POD_V6", "true", "securityContext.sysctls"},
 		{"MANAGE_UNTAGGED_ENI", "false", "no_manage=true"},
 	}

@@ -65,7 +65,12 @@ var settings = []setting{
 	boolVar("DISABLE_LEAKED_ENI_CLEANUP", "false", "Do not delete available ENIs this cluster's agents created and left behind.",
 		func(c *Config) *bool { return &c.DisableLeakedENICleanup }),
 	networkPolicyModeVar(),
-	unsupportedVar("ENABLE_IPv6", "vpcnet gives pods IPv4 addresses only"),
+	boolVar("ENABLE_IPv4", "true", "Give pods IPv4 addresses. Must be false with ENABLE_IPv6=true (pods get IPv4 or IPv6, not both, as in the Amazon VPC CNI), and true otherwise. (The Amazon VPC CNI's binary defaults to false; its manifest sets true.)",
+		func(c *Config) *bool { return &c.IPv4 }),
+	boolVar("ENABLE_IPv6", "false", "Give pods IPv6 addresses, as the Amazon VPC CNI's IPv6 mode does: the agent asks EC2 once for one /80 prefix on the node's primary ENI (or keeps the one there) and gives each pod an address from it; no warm pool is kept (the warm targets, MAX_ENI and subnet discovery then mean nothing) and no ENI is attached for pods. Needs ENABLE_IPv4=false and ENABLE_PREFIX_DELEGATION=true, no custom networking, a Nitro instance type and a subnet with an IPv6 CIDR; the agent refuses to start otherwise, naming what is missing. Today vpcnetd then stops at host set-up, before asking EC2 for the prefix: the node's IPv6 set-up (forwarding, NetworkPolicy, the pod-IMDS deny and hostPorts in IPv6) is not built yet (README, IPv6 clusters).",
+		func(c *Config) *bool { return &c.IPv6 }),
+	boolVar("ENABLE_V4_EGRESS", "true", "With ENABLE_IPv6=true, let pods reach IPv4 destinations through a node-local IPv4 address per pod (169.254.172.0/22 in the Amazon VPC CNI) SNATed to the node's primary IPv4 address. Read and shown today, but vpcnet does not chain an egress plugin yet: IPv6 pods have no IPv4 egress whatever the value. No effect without ENABLE_IPv6.",
+		func(c *Config) *bool { return &c.V4Egress }),
 	unsupportedVar("ENABLE_POD_ENI", "vpcnet does not provide security groups for pods; switching would silently drop their enforcement"),
 
 	intVar("MAX_PODS", "0", "The node's max pods, for nodes without the Kubernetes API; the pool never grows past what this many pods can use. With the API the kubelet's value (the Node's status.capacity.pods) wins. 0 means the EKS rule: with prefix delegation ENIs × (addresses per ENI − 1) × 16 + 2, at most 110 (250 above 30 vCPUs); without, ENIs × (addresses per ENI − 1) + 2.",

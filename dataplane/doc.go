@@ -55,6 +55,13 @@ const (
 // veth answers for it through a permanent neighbour entry in the pod.
 func PodGateway() netip.Addr { return netip.AddrFrom4([4]byte{169, 254, 1, 1}) }
 
+// PodGateway6 is PodGateway for IPv6 pods, aws-node's fe80::1
+// (CalculatePodIPv6GatewayIP for a pod's first interface): a link-local
+// next hop the host veth answers for through a permanent neighbour entry.
+func PodGateway6() netip.Addr {
+	return netip.AddrFrom16([16]byte{0xfe, 0x80, 15: 1})
+}
+
 // ENITable is the route table of the secondary ENI at deviceIndex. The
 // numbering is netfacts.RouteTable, which the agent reports to the plugin;
 // this name stays for callers that know only dataplane.

@@ -38,6 +38,11 @@ func (r ipRule) String() string {
 func (r ipRule) toNetlink() *netlink.Rule {
 	nr := netlink.NewRule()
 	nr.Family = netlink.FAMILY_V4
+	if a := r.src.Addr(); r.src.IsValid() && a.Is6() {
+		nr.Family = netlink.FAMILY_V6
+	} else if a := r.dst.Addr(); r.dst.IsValid() && a.Is6() {
+		nr.Family = netlink.FAMILY_V6
+	}
 	nr.Priority = r.priority
 	nr.Table = r.table
 	nr.Src = ipNet(r.src)

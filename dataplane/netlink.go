@@ -116,9 +116,52 @@ func (n *nlHandle) rules() ([]netlink.Rule, error) {
 	return dump("rules", func() ([]netlink.Rule, error) { return n.h.RuleList(netlink.FAMILY_V4) })
 }
 
-func (n *nlHandle) neighbours(link netlink.Link) ([]netlink.Neigh, error) {
+// familyOf is the netlink family of a, for the IPv6 pods' lists: the
+// rest of the package lists IPv4 only.
+func familyOf(a netip.Addr) int {
+	if a.Is6() && !a.Is4In6() {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
+}
+
+// rulesOf lists the rules of a's family.
+func (n *nlHandle) rulesOf(a netip.Addr) ([]netlink.Rule, error) {
+	return dump("rules", func() ([]netlink.Rule, error) { return n.h.RuleList(familyOf(a)) })
+}
+
+// routesOf lists the routes of a's family in one table.
+func (n *nlHandle) routesOf(a netip.Addr, table int) ([]netlink.Route, error) {
+	return dump(fmt.Sprintf("routes of table %d", table), func() ([]netlink.Route, error) {
+		return n.h.RouteListFiltered(familyOf(a), &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	})
+}
+
+// allRoutes lists one table's routes of both families.
+func (n *nlHandle) allRoutes(table int) ([]netlink.Route, error) {
+	return dump(fmt.Sprintf("routes of table %d", table), func() ([]netlink.Route, error) {
+		return n.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	})
+}
+
+// addrsOf lists a link's addresses of a's family.
+func (n *nlHandle) addrsOf(a netip.Addr, link netlink.Link) ([]netlink.Addr, error) {
+	return dump("addresses of "+link.Attrs().Name, func() ([]netlink.Addr, error) {
+		return n.h.AddrList(link, familyOf(a))
+	})
+}
+
+// neighboursOf lists a link's neighbours of a's family.
+func (n *nlHandle) neighboursOf(a netip.Addr, link netlink.Link) ([]netlink.Neigh, error) {
 	return dump("neighbours of "+link.Attrs().Name, func() ([]netlink.Neigh, error) {
-		return n.h.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
+		return n.h.NeighList(link.Attrs().Index, familyOf(a))
+	})
+}
+
+// allAddrs lists a link's addresses of both families.
+func (n *nlHandle) allAddrs(link netlink.Link) ([]netlink.Addr, error) {
+	return dump("addresses of "+link.Attrs().Name, func() ([]netlink.Addr, error) {
+		return n.h.AddrList(link, netlink.FAMILY_ALL)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // PodConfig describes one pod interface.
@@ -18,8 +19,13 @@ type PodConfig struct {
 	IfName string
 	// HostVethName is the host end of the veth (see HostVethName).
 	HostVethName string
-	// Addr is the pod's IPv4 address, wired as a /32.
+	// Addr is the pod's address: IPv4, wired as a /32, or with IPv6 an
+	// IPv6 address, wired as a /128.
 	Addr netip.Addr
+	// IPv6 says the pod gets an IPv6 address (aws-node's IPv6 mode): its
+	// interface routes through PodGateway6 instead of PodGateway. Known
+	// when the veth is made (PrewirePod), before the address is.
+	IPv6 bool
 	// RouteTable is the table of the pod's ENI; 0 for the primary ENI,
 	// whose pods use the main table and need no rule 1536.
 	RouteTable int
@@ -45,7 +51,10 @@ func (c PodConfig) validate() error {
 	if err := c.validateVeth(); err != nil {
 		return err
 	}
-	if !c.Addr.Is4() || c.Addr.IsUnspecified() || c.Addr.IsLoopback() {
+	switch {
+	case c.IPv6 && (!c.Addr.Is6() || c.Addr.Is4In6() || c.Addr.Zone() != "" || !c.Addr.IsGlobalUnicast()):
+		return fmt.Errorf("pod config: address %q is not a usable IPv6 address", c.Addr)
+	case !c.IPv6 && (!c.Addr.Is4() || c.Addr.IsUnspecified() || c.Addr.IsLoopback()):
 		return fmt.Errorf("pod config: address %q is not a usable IPv4 address", c.Addr)
 	}
 	if err := validRouteTable(c.RouteTable); err != nil {
@@ -114,7 +123,7 @@ func (d *Dataplane) WirePod(ctx context.Context, p *PrewiredPod, cfg PodConfig) 
 	if err := cfg.validate(); err != nil {
 		return PodLinks{}, err
 	}
-	if cfg.NetNS != p.cfg.NetNS || cfg.IfName != p.cfg.IfName || cfg.HostVethName != p.cfg.HostVethName {
+	if cfg.NetNS != p.cfg.NetNS || cfg.IfName != p.cfg.IfName || cfg.HostVethName != p.cfg.HostVethName || cfg.IPv6 != p.cfg.IPv6 {
 		return PodLinks{}, fmt.Errorf("wire pod: config for %s %s (host veth %s) does not match the veth made for %s %s (host veth %s)",
 			cfg.NetNS, cfg.IfName, cfg.HostVethName, p.cfg.NetNS, p.cfg.IfName, p.cfg.HostVethName)
 	}
@@ -130,7 +139,14 @@ func (d *Dataplane) WirePod(ctx context.Context, p *PrewiredPod, cfg PodConfig) 
 			return PodLinks{}, fmt.Errorf("set MTU %d on %s in %s: %w", mtu, cfg.IfName, cfg.NetNS, err)
 		}
 	}
-	if err := p.podNL.addrAdd(p.pod, &netlink.Addr{IPNet: ipNet(host(cfg.Addr))}); err != nil {
+	addr := &netlink.Addr{IPNet: ipNet(host(cfg.Addr))}
+	if cfg.IPv6 {
+		// No duplicate address detection (see prewirePodSide6): the
+		// flag says so for this address whatever the interface's
+		// accept_dad became since.
+		addr.Flags = unix.IFA_F_NODAD
+	}
+	if err := p.podNL.addrAdd(p.pod, addr); err != nil {
 		return PodLinks{}, fmt.Errorf("add %s to %s in %s: %w", cfg.Addr, cfg.IfName, cfg.NetNS, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -152,7 +168,7 @@ func wireHostSide(nl *nlHandle, cfg PodConfig, hostLink netlink.Link) error {
 	}); err != nil {
 		return fmt.Errorf("add route %s dev %s: %w", cfg.Addr, cfg.HostVethName, err)
 	}
-	have, err := nl.rules()
+	have, err := nl.rulesOf(cfg.Addr)
 	if err != nil {
 		return err
 	}

@@ -96,21 +96,25 @@ func checkPair(cfg PodConfig, hostLink, podLink netlink.Link) []error {
 
 func checkPodSide(nl *nlHandle, cfg PodConfig, podLink netlink.Link, hostMAC net.HardwareAddr) ([]error, error) {
 	var problems []error
-	addrs, err := nl.addrs(podLink)
+	addrs, err := nl.addrsOf(cfg.Addr, podLink)
 	if err != nil {
 		return nil, err
 	}
 	if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return prefixOf(a.IPNet) == host(cfg.Addr) }) {
-		problems = append(problems, fmt.Errorf("%s in %s lacks address %s/32", cfg.IfName, cfg.NetNS, cfg.Addr))
+		problems = append(problems, fmt.Errorf("%s in %s lacks address %s", cfg.IfName, cfg.NetNS, host(cfg.Addr)))
 	}
-	routes, err := nl.routes(mainTable)
+	routes, err := nl.routesOf(cfg.Addr, mainTable)
 	if err != nil {
 		return nil, err
 	}
-	gw := PodGateway()
+	gw, linkScope := PodGateway(), netlink.SCOPE_LINK
+	if cfg.IPv6 {
+		// IPv6 routes have no scope: the kernel reports universe.
+		gw, linkScope = PodGateway6(), netlink.SCOPE_UNIVERSE
+	}
 	idx := podLink.Attrs().Index
 	if !slices.ContainsFunc(routes, func(r netlink.Route) bool {
-		return r.LinkIndex == idx && prefixOf(r.Dst) == host(gw) && r.Scope == netlink.SCOPE_LINK
+		return r.LinkIndex == idx && prefixOf(r.Dst) == host(gw) && r.Scope == linkScope
 	}) {
 		problems = append(problems, fmt.Errorf("pod lacks route %s dev %s scope link", gw, cfg.IfName))
 	}
@@ -119,7 +123,7 @@ func checkPodSide(nl *nlHandle, cfg PodConfig, podLink netlink.Link, hostMAC net
 	}) {
 		problems = append(problems, fmt.Errorf("pod lacks default route via %s dev %s", gw, cfg.IfName))
 	}
-	neighs, err := nl.neighbours(podLink)
+	neighs, err := nl.neighboursOf(cfg.Addr, podLink)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func checkHostRoute(nl *nlHandle, cfg PodConfig, hostLink netlink.Link) ([]error
 }
 
 func checkRules(nl *nlHandle, cfg PodConfig) ([]error, error) {
-	have, err := nl.rules()
+	have, err := nl.rulesOf(cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +172,8 @@ func checkRules(nl *nlHandle, cfg PodConfig) ([]error, error) {
 	return problems, nil
 }
 
-// PodRoute is a main-table /32 route to a pod's host veth.
+// PodRoute is a main-table /32 (or, for an IPv6 pod, /128) route to a
+// pod's host veth.
 type PodRoute struct {
 	Addr     netip.Addr
 	HostVeth string
@@ -193,14 +198,15 @@ func (d *Dataplane) PodAddrs(ctx context.Context) ([]PodRoute, error) {
 			veths[l.Attrs().Index] = l.Attrs().Name
 		}
 	}
-	routes, err := s.nl.routes(mainTable)
+	// Both families: an IPv6 pod's route is the same proof of life.
+	routes, err := s.nl.allRoutes(mainTable)
 	if err != nil {
 		return nil, err
 	}
 	var out []PodRoute
 	for _, r := range routes {
 		name, ok := veths[r.LinkIndex]
-		if p := prefixOf(r.Dst); ok && p.IsValid() && p.IsSingleIP() && p.Addr().Is4() {
+		if p := prefixOf(r.Dst); ok && p.IsValid() && p.IsSingleIP() && (p.Addr().Is4() || p.Addr().IsGlobalUnicast()) {
 			out = append(out, PodRoute{Addr: p.Addr(), HostVeth: name})
 		}
 	}

@@ -63,7 +63,8 @@ func (d *Dataplane) DelPod(ctx context.Context, cfg PodConfig) error {
 }
 
 // delPodSide deletes the pod interface, which removes the whole veth pair,
-// and returns the IPv4 addresses it had.
+// and returns the addresses it had (IPv4 /32s, IPv6 /128s; not the
+// kernel's own link-local /64).
 func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
 	podNS, err := openPodNS(cfg.NetNS)
 	if errors.Is(err, ErrNetNSNotFound) {
@@ -82,7 +83,7 @@ func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
 	if err != nil || l == nil {
 		return nil, err
 	}
-	list, err := nl.addrs(l)
+	list, err := nl.allAddrs(l)
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +129,10 @@ func vethRoutingTo(nl *nlHandle, name string, addrs []netip.Addr) (netlink.Link,
 	return l, nil
 }
 
-// routedVia lists the /32 destinations the main table sends to link index.
+// routedVia lists the /32 and /128 destinations the main table sends to
+// link index.
 func routedVia(nl *nlHandle, index int) ([]netip.Addr, error) {
-	routes, err := nl.routes(mainTable)
+	routes, err := nl.allRoutes(mainTable)
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +151,14 @@ func deletePodRules(nl *nlHandle, addr netip.Addr) error {
 	if !addr.IsValid() {
 		return nil
 	}
-	routes, err := nl.routes(mainTable)
+	routes, err := nl.routesOf(addr, mainTable)
 	if err != nil {
 		return err
 	}
 	if slices.ContainsFunc(routes, func(r netlink.Route) bool { return prefixOf(r.Dst) == host(addr) }) {
 		return nil
 	}
-	rules, err := nl.rules()
+	rules, err := nl.rulesOf(addr)
 	if err != nil {
 		return err
 	}

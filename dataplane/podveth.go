@@ -46,7 +46,7 @@ func (d *Dataplane) PrewirePod(ctx context.Context, cfg PodConfig) (_ *PrewiredP
 		return nil, err
 	}
 	p := &PrewiredPod{s: s, cfg: PodConfig{
-		NetNS: cfg.NetNS, IfName: cfg.IfName, HostVethName: cfg.HostVethName, MTU: orDefaultMTU(cfg.MTU),
+		NetNS: cfg.NetNS, IfName: cfg.IfName, HostVethName: cfg.HostVethName, MTU: orDefaultMTU(cfg.MTU), IPv6: cfg.IPv6,
 	}}
 	defer func() {
 		if err != nil {
@@ -90,13 +90,24 @@ func (d *Dataplane) PrewirePod(ctx context.Context, cfg PodConfig) (_ *PrewiredP
 	if p.host, err = s.nl.linkByName(cfg.HostVethName); err != nil || p.host == nil {
 		return nil, fmt.Errorf("find new host veth %s: %w", cfg.HostVethName, errors.Join(err, errNoLink))
 	}
+	if cfg.IPv6 {
+		if err := hostVethIPv6(s, cfg.HostVethName); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.nl.linkSetUp(p.host); err != nil {
 		return nil, fmt.Errorf("set host veth %s up: %w", cfg.HostVethName, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p.pod, err = prewirePodSide(p.podNL, cfg, p.host.Attrs().HardwareAddr); err != nil {
+	prewire := prewirePodSide
+	if cfg.IPv6 {
+		prewire = func(nl *nlHandle, cfg PodConfig, mac net.HardwareAddr) (netlink.Link, error) {
+			return prewirePodSide6(p.podNS, nl, cfg, mac)
+		}
+	}
+	if p.pod, err = prewire(p.podNL, cfg, p.host.Attrs().HardwareAddr); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -86,6 +86,10 @@ type Action struct {
 	Count int
 	// Prefixes says Count counts /28 prefixes rather than /32 addresses.
 	Prefixes bool
+	// IPv6 says AssignBlocks asks for IPv6 /80 prefixes instead
+	// (AssignIpv6Addresses with Ipv6PrefixCount): the IPv6 mode's one
+	// action, from PlanIPv6.
+	IPv6 bool
 	// Blocks are the blocks ReleaseBlocks gives back, or those DetachENI
 	// takes with the ENI.
 	Blocks []netip.Prefix
@@ -126,6 +130,8 @@ func (a Action) String() string {
 
 func (a Action) blockNoun(n int) string {
 	switch {
+	case a.IPv6:
+		return plural(n, "IPv6 /80 prefix", "IPv6 /80 prefixes")
 	case len(a.Blocks) > 0 && a.Blocks[0].Bits() != 32:
 		return plural(n, "prefix", "prefixes")
 	case a.Prefixes:

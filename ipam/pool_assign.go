@@ -34,7 +34,7 @@ func (p *Pool) Assign(key Key, pod Pod, now time.Time) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("assign %s: %w", key, &NoFreeAddressError{Stats: p.stats()})
 	}
 	b := p.withFree.min().withFree.min()
-	r := addrRef{b: b, i: lowestBit(b.free)}
+	r := addrRef{b: b, i: b.lowestFree()}
 	p.hold(r, key, pod, now)
 	return b.assignment(r.i), nil
 }
@@ -79,9 +79,9 @@ func (p *Pool) Restore(key Key, pod Pod, addr netip.Addr, assignedAt time.Time) 
 	case !ok:
 		return Assignment{}, fmt.Errorf("restore %s: %w", key, p.notOnNode(addr))
 	case r.b.isCooling(r.i):
-		return Assignment{}, fmt.Errorf("restore %s: %w", key, &AddrCoolingError{Addr: addr, Until: r.b.slots[r.i].until})
+		return Assignment{}, fmt.Errorf("restore %s: %w", key, &AddrCoolingError{Addr: addr, Until: r.b.slotAt(r.i).until})
 	case r.b.isAssigned(r.i):
-		s := r.b.slots[r.i]
+		s := r.b.slotAt(r.i)
 		return Assignment{}, fmt.Errorf("restore %s: %w", key, &AddrHeldError{Addr: addr, Holder: s.key, Pod: s.pod})
 	}
 	p.hold(r, key, pod, assignedAt)
@@ -98,7 +98,7 @@ func (p *Pool) RestoreCooldown(addr netip.Addr, freedAt time.Time) error {
 	case !ok:
 		return fmt.Errorf("restore cooldown: %w", p.notOnNode(addr))
 	case r.b.isAssigned(r.i):
-		s := r.b.slots[r.i]
+		s := r.b.slotAt(r.i)
 		return fmt.Errorf("restore cooldown: %w", &AddrHeldError{Addr: addr, Holder: s.key, Pod: s.pod})
 	}
 	until := freedAt.Add(p.cooldown)
@@ -106,7 +106,7 @@ func (p *Pool) RestoreCooldown(addr netip.Addr, freedAt time.Time) error {
 		return nil
 	}
 	if r.b.isCooling(r.i) {
-		if !until.After(r.b.slots[r.i].until) {
+		if !until.After(r.b.slotAt(r.i).until) {
 			return nil
 		}
 		// Keep the later end: drop the address back to free and cool it
@@ -131,7 +131,7 @@ func (p *Pool) dropCooling(r addrRef) {
 
 func (p *Pool) hold(r addrRef, key Key, pod Pod, at time.Time) {
 	p.take(r)
-	r.b.slots[r.i] = slot{key: key, pod: pod, assignedAt: at}
+	r.b.setSlot(r.i, slot{key: key, pod: pod, assignedAt: at})
 	p.owners[key] = r
 }
 
@@ -201,7 +201,7 @@ func (p *Pool) Seize(key Key, addr netip.Addr, at time.Time) (Assignment, error)
 	case !ok:
 		return Assignment{}, fmt.Errorf("seize %s: %w", key, p.notOnNode(addr))
 	case r.b.isAssigned(r.i):
-		s := r.b.slots[r.i]
+		s := r.b.slotAt(r.i)
 		if s.key == key {
 			return r.b.assignment(r.i), nil
 		}

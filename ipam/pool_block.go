@@ -7,10 +7,16 @@ import (
 )
 
 // Block sizes EC2 hands to an ENI: a secondary private IPv4 address, or a
-// delegated /28 prefix when prefix delegation is on.
+// delegated /28 prefix when prefix delegation is on, or in IPv6 mode a
+// delegated IPv6 /80 prefix.
 const (
 	secondaryBits = 32
 	prefixBits    = 28
+	prefix6Bits   = 80
+	// wideSize is how many addresses a /80 holds. The pool counts in
+	// int, which must then be 64 bits: the constant below does not
+	// compile where it is not.
+	wideSize int = 1 << (128 - prefix6Bits)
 )
 
 // block is one secondary /32 or delegated /28. Each address is in exactly
@@ -25,6 +31,17 @@ type block struct {
 	cooling uint32
 	slots   []slot
 	heapIdx int // position in eni.withFree, -1 when full
+	// wide is set for an IPv6 /80, whose 2^48 addresses are too many
+	// for bitmaps and slots: base, free, cooling and slots are then
+	// unused, and only the addresses in use have an entry.
+	wide *wideSlots
+}
+
+// wideSlots is a /80's bookkeeping: an address is free unless it has an
+// entry in used; cooling marks the used ones that cool down.
+type wideSlots struct {
+	used    map[int]slot
+	cooling map[int]bool
 }
 
 // slot is what the pool knows about one address beyond its state.
@@ -36,6 +53,10 @@ type slot struct {
 }
 
 func newBlock(prefix netip.Prefix, e *eniEntry) *block {
+	if prefix.Addr().Is6() {
+		return &block{prefix: prefix, eni: e, heapIdx: -1,
+			wide: &wideSlots{used: make(map[int]slot), cooling: make(map[int]bool)}}
+	}
 	a := prefix.Addr().As4()
 	n := 1 << (32 - prefix.Bits())
 	return &block{
@@ -48,32 +69,141 @@ func newBlock(prefix netip.Prefix, e *eniEntry) *block {
 	}
 }
 
-func (b *block) size() int     { return len(b.slots) }
-func (b *block) nFree() int    { return bits.OnesCount32(b.free) }
-func (b *block) nCooling() int { return bits.OnesCount32(b.cooling) }
+func (b *block) size() int {
+	if b.wide != nil {
+		return wideSize
+	}
+	return len(b.slots)
+}
+
+func (b *block) nFree() int {
+	if b.wide != nil {
+		return wideSize - len(b.wide.used)
+	}
+	return bits.OnesCount32(b.free)
+}
+
+func (b *block) nCooling() int {
+	if b.wide != nil {
+		return len(b.wide.cooling)
+	}
+	return bits.OnesCount32(b.cooling)
+}
+
 func (b *block) nAssigned() int {
 	return b.size() - b.nFree() - b.nCooling()
 }
 
 func (b *block) addr(i int) netip.Addr {
+	if b.wide != nil {
+		a := b.prefix.Addr().As16()
+		for k, v := 15, uint64(i); k >= prefix6Bits/8; k, v = k-1, v>>8 {
+			a[k] = byte(v)
+		}
+		return netip.AddrFrom16(a)
+	}
 	v := b.base + uint32(i)
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // offset returns addr's position in b; addr must lie inside b.prefix.
 func (b *block) offset(addr netip.Addr) int {
+	if b.wide != nil {
+		a := addr.As16()
+		var v int
+		for _, x := range a[prefix6Bits/8:] {
+			v = v<<8 | int(x)
+		}
+		return v
+	}
 	a := addr.As4()
 	return int(uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) - b.base)
 }
 
-func (b *block) isFree(i int) bool    { return b.free&(1<<i) != 0 }
-func (b *block) isCooling(i int) bool { return b.cooling&(1<<i) != 0 }
+func (b *block) isFree(i int) bool {
+	if b.wide != nil {
+		_, used := b.wide.used[i]
+		return !used
+	}
+	return b.free&(1<<i) != 0
+}
+
+func (b *block) isCooling(i int) bool {
+	if b.wide != nil {
+		return b.wide.cooling[i]
+	}
+	return b.cooling&(1<<i) != 0
+}
+
 func (b *block) isAssigned(i int) bool {
 	return !b.isFree(i) && !b.isCooling(i)
 }
 
+// slotAt is what the pool knows about address i; the zero slot for a
+// free address of a /80.
+func (b *block) slotAt(i int) slot {
+	if b.wide != nil {
+		return b.wide.used[i]
+	}
+	return b.slots[i]
+}
+
+// setSlot records what the pool knows about address i, which must not
+// be free (a /80 keeps entries for used addresses only).
+func (b *block) setSlot(i int, s slot) {
+	if b.wide != nil {
+		b.wide.used[i] = s
+		return
+	}
+	b.slots[i] = s
+}
+
+// lowestFree is the lowest free address's offset, as aws-node picks
+// from its IPv6 prefix too (the /80's first address included: EC2
+// never delegates the /64's first /80, whose first address is the
+// subnet router's). Only called with a free address in b.
+func (b *block) lowestFree() int {
+	if b.wide != nil {
+		for i := 0; ; i++ {
+			if _, used := b.wide.used[i]; !used {
+				return i
+			}
+		}
+	}
+	return lowestBit(b.free)
+}
+
+// markTaken, markCooling and markFree move address i between the
+// states; the pool's take, startCooling and release keep the counters.
+func (b *block) markTaken(i int) {
+	if b.wide != nil {
+		b.wide.used[i] = slot{}
+		return
+	}
+	b.free &^= 1 << i
+}
+
+func (b *block) markCooling(i int) {
+	if b.wide != nil {
+		b.wide.cooling[i] = true
+		return
+	}
+	b.cooling |= 1 << i
+}
+
+func (b *block) markFree(i int) {
+	if b.wide != nil {
+		delete(b.wide.used, i)
+		delete(b.wide.cooling, i)
+		return
+	}
+	b.cooling &^= 1 << i
+	b.slots[i] = slot{}
+	b.free |= 1 << i
+}
+
 func (b *block) assignment(i int) Assignment {
-	s := &b.slots[i]
+	s := b.slotAt(i)
 	return Assignment{
 		Key:        s.key,
 		Pod:        s.pod,
@@ -87,6 +217,14 @@ func (b *block) assignment(i int) Assignment {
 // lastCooling returns when the last of b's cooling addresses comes free.
 func (b *block) lastCooling() time.Time {
 	var t time.Time
+	if b.wide != nil {
+		for i := range b.wide.cooling {
+			if u := b.wide.used[i].until; u.After(t) {
+				t = u
+			}
+		}
+		return t
+	}
 	for i := range b.slots {
 		if b.isCooling(i) && b.slots[i].until.After(t) {
 			t = b.slots[i].until
@@ -108,5 +246,5 @@ func packOrder(x, y *block) bool {
 	if fx != fy {
 		return fx < fy
 	}
-	return x.base < y.base
+	return x.prefix.Addr().Less(y.prefix.Addr())
 }

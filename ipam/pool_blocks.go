@@ -1,7 +1,6 @@
 package ipam
 
 import (
-	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -23,8 +22,8 @@ func (p *Pool) AddBlock(eniID string, prefix netip.Prefix) error {
 	}
 	b := newBlock(prefix, e)
 	p.blocks[prefix] = b
-	i, _ := slices.BinarySearchFunc(e.blocks, b.base, func(x *block, base uint32) int {
-		return cmp.Compare(x.base, base)
+	i, _ := slices.BinarySearchFunc(e.blocks, prefix.Addr(), func(x *block, a netip.Addr) int {
+		return x.prefix.Addr().Compare(a)
 	})
 	e.blocks = slices.Insert(e.blocks, i, b)
 	n := b.size()
@@ -38,6 +37,9 @@ func (p *Pool) AddBlock(eniID string, prefix netip.Prefix) error {
 }
 
 func (p *Pool) checkNewBlock(e *eniEntry, prefix netip.Prefix) error {
+	if prefix.IsValid() && prefix.Addr().Is6() {
+		return p.checkNewBlock6(e, prefix)
+	}
 	switch {
 	case !prefix.IsValid() || !prefix.Addr().Is4():
 		return &InvalidBlockError{Block: prefix, Reason: "not an IPv4 prefix"}
@@ -55,6 +57,25 @@ func (p *Pool) checkNewBlock(e *eniEntry, prefix netip.Prefix) error {
 		if prefix.Contains(o.PrimaryIP) {
 			return &PrimaryIPError{Block: prefix, BlockENI: e.ID, Addr: o.PrimaryIP, ENIID: o.ID}
 		}
+	}
+	return nil
+}
+
+// checkNewBlock6 checks an IPv6 block: a /80 inside the ENI's IPv6
+// subnet, not already on the node. /80s never overlap but by being equal.
+func (p *Pool) checkNewBlock6(e *eniEntry, prefix netip.Prefix) error {
+	switch {
+	case prefix.Addr().Is4In6() || prefix.Addr().Zone() != "":
+		return &InvalidBlockError{Block: prefix, Reason: "not a plain IPv6 prefix"}
+	case prefix.Bits() != prefix6Bits:
+		return &InvalidBlockError{Block: prefix, Reason: "an IPv6 block must be a /80 (delegated prefix)"}
+	case prefix.Masked() != prefix:
+		return &InvalidBlockError{Block: prefix, Reason: fmt.Sprintf("host bits set (want %s)", prefix.Masked())}
+	case !e.SubnetIPv6CIDR.IsValid() || e.SubnetIPv6CIDR.Bits() > prefix.Bits() || !e.SubnetIPv6CIDR.Contains(prefix.Addr()):
+		return &BlockOutsideSubnetError{Block: prefix, ENIID: e.ID, Subnet: e.SubnetIPv6CIDR}
+	}
+	if other, ok := p.blocks[prefix]; ok {
+		return &OverlapError{Block: prefix, Other: other.prefix, OtherENI: other.eni.ID}
 	}
 	return nil
 }
@@ -83,6 +104,13 @@ func (p *Pool) overlapping(prefix netip.Prefix) *block {
 
 // locate finds the block holding addr.
 func (p *Pool) locate(addr netip.Addr) (addrRef, bool) {
+	if addr.Is6() && !addr.Is4In6() && addr.Zone() == "" {
+		pfx, _ := addr.Prefix(prefix6Bits)
+		if b, ok := p.blocks[pfx]; ok {
+			return addrRef{b: b, i: b.offset(addr)}, true
+		}
+		return addrRef{}, false
+	}
 	if !addr.Is4() {
 		return addrRef{}, false
 	}

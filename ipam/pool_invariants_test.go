@@ -32,7 +32,7 @@ func (p *Pool) checkInvariants() error {
 		return fmt.Errorf("%d owners for %d assigned addresses", len(p.owners), p.assigned)
 	}
 	for k, r := range p.owners {
-		if !r.b.isAssigned(r.i) || r.b.slots[r.i].key != k || p.blocks[r.b.prefix] != r.b {
+		if !r.b.isAssigned(r.i) || r.b.slotAt(r.i).key != k || p.blocks[r.b.prefix] != r.b {
 			return fmt.Errorf("owner %s points at %s, which it does not hold", k, r.b.addr(r.i))
 		}
 	}
@@ -45,11 +45,20 @@ func (p *Pool) checkInvariants() error {
 func (p *Pool) checkENI(e *eniEntry) error {
 	var assigned, cooling, free int
 	for j, b := range e.blocks {
-		if j > 0 && e.blocks[j-1].base >= b.base {
+		if j > 0 && !e.blocks[j-1].prefix.Addr().Less(b.prefix.Addr()) {
 			return fmt.Errorf("eni %s: blocks out of address order at %s", e.ID, b.prefix)
 		}
 		if p.blocks[b.prefix] != b || b.eni != e {
 			return fmt.Errorf("block %s: not indexed, or indexed under another ENI", b.prefix)
+		}
+		if b.wide != nil {
+			if err := p.checkWide(b); err != nil {
+				return err
+			}
+			assigned += b.nAssigned()
+			cooling += b.nCooling()
+			free += b.nFree()
+			continue
 		}
 		mask := uint32(1)<<b.size() - 1
 		if b.free&b.cooling != 0 || (b.free|b.cooling)&^mask != 0 {
@@ -90,7 +99,7 @@ func (p *Pool) checkCooling() error {
 		if k > 0 && q.items[q.head+k-1].until.After(c.until) {
 			return fmt.Errorf("cooldown queue out of order at %s", c.ref.b.addr(c.ref.i))
 		}
-		if !c.ref.b.isCooling(c.ref.i) || !c.ref.b.slots[c.ref.i].until.Equal(c.until) {
+		if !c.ref.b.isCooling(c.ref.i) || !c.ref.b.slotAt(c.ref.i).until.Equal(c.until) {
 			return fmt.Errorf("queued %s is not cooling until %v", c.ref.b.addr(c.ref.i), c.until)
 		}
 		if !c.until.After(p.clock) {
@@ -111,6 +120,30 @@ func checkHeap[T any](h *indexedHeap[T]) error {
 		if i > 0 && h.less(x, h.items[(i-1)/2]) {
 			return fmt.Errorf("element at %d is less than its parent", i)
 		}
+	}
+	return nil
+}
+
+// checkWide is checkENI's per-block part for a /80.
+func (p *Pool) checkWide(b *block) error {
+	for i := range b.wide.cooling {
+		if _, used := b.wide.used[i]; !used {
+			return fmt.Errorf("block %s: offset %d cooling but not used", b.prefix, i)
+		}
+	}
+	for i, s := range b.wide.used {
+		if i < 0 || i >= wideSize {
+			return fmt.Errorf("block %s: offset %d outside the /80", b.prefix, i)
+		}
+		if b.isAssigned(i) && p.owners[s.key] != (addrRef{b, i}) {
+			return fmt.Errorf("%s assigned to %s, whose owner entry differs", b.addr(i), s.key)
+		}
+		if b.offset(b.addr(i)) != i || !b.prefix.Contains(b.addr(i)) {
+			return fmt.Errorf("block %s: offset %d maps to %s and back to %d", b.prefix, i, b.addr(i), b.offset(b.addr(i)))
+		}
+	}
+	if (b.heapIdx >= 0) != (b.nFree() > 0) {
+		return fmt.Errorf("block %s: %d free but heap index %d", b.prefix, b.nFree(), b.heapIdx)
 	}
 	return nil
 }

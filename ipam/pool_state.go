@@ -15,8 +15,8 @@ func (p *Pool) take(r addrRef) {
 	if !b.isFree(r.i) {
 		panic(fmt.Sprintf("ipam: taking %s, which is not free", b.addr(r.i)))
 	}
-	b.free &^= 1 << r.i
-	if b.free == 0 {
+	b.markTaken(r.i)
+	if b.nFree() == 0 {
 		e.withFree.remove(b)
 	} else {
 		e.withFree.update(b)
@@ -36,8 +36,8 @@ func (p *Pool) startCooling(r addrRef, until time.Time) {
 	if !b.isAssigned(r.i) {
 		panic(fmt.Sprintf("ipam: cooling %s, which is not assigned", b.addr(r.i)))
 	}
-	b.cooling |= 1 << r.i
-	b.slots[r.i] = slot{until: until}
+	b.markCooling(r.i)
+	b.setSlot(r.i, slot{until: until})
 	e.assigned--
 	e.cooling++
 	p.assigned--
@@ -52,16 +52,14 @@ func (p *Pool) release(r addrRef) {
 	case b.isFree(r.i):
 		panic(fmt.Sprintf("ipam: releasing %s, which is already free", b.addr(r.i)))
 	case b.isCooling(r.i):
-		b.cooling &^= 1 << r.i
 		e.cooling--
 		p.nCooling--
 	default:
 		e.assigned--
 		p.assigned--
 	}
-	b.slots[r.i] = slot{}
-	wasFull := b.free == 0
-	b.free |= 1 << r.i
+	wasFull := b.nFree() == 0
+	b.markFree(r.i)
 	if wasFull {
 		e.withFree.push(b)
 	} else {
@@ -86,7 +84,7 @@ func (p *Pool) advance(now time.Time) {
 			return
 		}
 		p.cooling.pop()
-		if !c.ref.b.isCooling(c.ref.i) || !c.ref.b.slots[c.ref.i].until.Equal(c.until) {
+		if !c.ref.b.isCooling(c.ref.i) || !c.ref.b.slotAt(c.ref.i).until.Equal(c.until) {
 			panic(fmt.Sprintf("ipam: cooldown queue entry for %s does not match the address", c.ref.b.addr(c.ref.i)))
 		}
 		p.release(c.ref)

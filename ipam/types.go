@@ -33,9 +33,12 @@ type ENI struct {
 	DeviceIndex int
 	// Primary is true for the instance's primary ENI (device index 0),
 	// which can never be detached.
-	Primary        bool
-	SubnetID       string
-	SubnetCIDR     netip.Prefix
+	Primary    bool
+	SubnetID   string
+	SubnetCIDR netip.Prefix
+	// SubnetIPv6CIDR is the subnet's IPv6 /64; invalid for an IPv4-only
+	// subnet. IPv6 /80 blocks must lie inside it.
+	SubnetIPv6CIDR netip.Prefix
 	SecurityGroups []string
 	// PrimaryIP is the ENI's own primary address. It belongs to no block
 	// and is never handed to a pod.

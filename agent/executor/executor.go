@@ -42,6 +42,7 @@ type Cloud interface {
 	DeleteENI(ctx context.Context, eniID string) error
 	AssignAddresses(ctx context.Context, eniID string, count int) ([]netip.Addr, error)
 	AssignPrefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
+	AssignIPv6Prefixes(ctx context.Context, eniID string, count int) ([]netip.Prefix, error)
 	UnassignAddresses(ctx context.Context, eniID string, addrs []netip.Addr) error
 	UnassignPrefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
 	// DryRun asks whether the credentials may call action (nil: yes).
@@ -78,6 +79,9 @@ type NodeNet struct {
 	// DenyPodIMDS drops pods' packets to the instance metadata service
 	// (VPCNET_POD_IMDS=deny).
 	DenyPodIMDS bool
+	// IPv6 says pods get IPv6 addresses (ENABLE_IPv6=true), which the
+	// host must be able to route before the agent asks EC2 for them.
+	IPv6 bool
 }
 
 // ENINet is one secondary ENI as the host sees it.
@@ -170,7 +174,8 @@ func (x *Executor) Run(ctx context.Context, job nodestate.Job) nodestate.Event {
 }
 
 // imdsDigest summarises the interfaces IMDS shows (each one's MAC, id,
-// device, addresses and prefixes), or "" when IMDS cannot say.
+// device, addresses and prefixes, IPv6 /80s included), or "" when IMDS
+// cannot say.
 func imdsDigest(ctx context.Context, c Cloud) string {
 	self, err := c.DescribeSelf(ctx)
 	if err != nil {
@@ -180,7 +185,7 @@ func imdsDigest(ctx context.Context, c Cloud) string {
 	slices.SortFunc(ifs, func(a, b cloud.Interface) int { return strings.Compare(a.MAC, b.MAC) })
 	h := sha256.New()
 	for _, i := range ifs {
-		fmt.Fprintf(h, "%s %s %d %v %v %v\n", i.MAC, i.ID, i.DeviceNumber, i.IPv4s, i.Prefixes, i.SecurityGroups)
+		fmt.Fprintf(h, "%s %s %d %v %v %v %v\n", i.MAC, i.ID, i.DeviceNumber, i.IPv4s, i.Prefixes, i.SecurityGroups, i.IPv6Prefixes)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -305,6 +310,7 @@ func (x *Executor) info(ctx context.Context, e cloud.ENI, setup bool) (nodestate
 		ID: e.ID, DeviceIndex: e.Attachment.DeviceIndex, SubnetID: e.SubnetID, SubnetCIDR: cidr,
 		SecurityGroups: e.SecurityGroups, PrimaryIP: e.PrimaryIP, MAC: e.MAC, AttachmentID: e.Attachment.ID,
 		DeleteOnTermination: e.Attachment.DeleteOnTermination, Blocks: blocksOf(e),
+		SubnetIPv6CIDR: x.subnetIPv6CIDR(e.SubnetID),
 	}
 	if t, err := time.Parse(time.RFC3339, e.Tags[cloud.TagCreatedAt]); err == nil {
 		info.CreatedAt = t
@@ -326,7 +332,24 @@ func blocksOf(e cloud.ENI) []netip.Prefix {
 	for _, ip := range e.SecondaryIPs {
 		out = append(out, netip.PrefixFrom(ip, 32))
 	}
-	return append(out, e.Prefixes...)
+	out = append(out, e.Prefixes...)
+	return append(out, e.IPv6Prefixes...)
+}
+
+// subnetIPv6CIDR is a subnet's IPv6 /64 as IMDS shows it for one of the
+// node's interfaces, or the invalid Prefix: IPv6 mode uses the primary
+// ENI only, whose subnet start-up found in IMDS (ipv6Refusal), so no EC2
+// call is spent on it.
+func (x *Executor) subnetIPv6CIDR(subnetID string) netip.Prefix {
+	for _, i := range x.Self.Interfaces {
+		if i.SubnetID == subnetID && len(i.SubnetIPv6CIDRs) > 0 {
+			return i.SubnetIPv6CIDRs[0]
+		}
+	}
+	if x.Self.Primary.SubnetID == subnetID && len(x.Self.Primary.SubnetIPv6CIDRs) > 0 {
+		return x.Self.Primary.SubnetIPv6CIDRs[0]
+	}
+	return netip.Prefix{}
 }
 
 // subnetCIDR finds a subnet's CIDR, from IMDS's view of the node when it
@@ -399,6 +422,9 @@ func subnetFree(ctx context.Context, c Cloud, subnetID string) int {
 }
 
 func (x *Executor) assign(ctx context.Context, act ipam.Action) ([]netip.Prefix, error) {
+	if act.IPv6 {
+		return x.Cloud.AssignIPv6Prefixes(ctx, act.ENIID, act.Count)
+	}
 	if act.Prefixes {
 		return x.Cloud.AssignPrefixes(ctx, act.ENIID, act.Count)
 	}

@@ -301,7 +301,7 @@ func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	n.unmanaged.set(n, ev.Unmanaged)
 	attached := make(map[string]ENIInfo, len(ev.ENIs))
 	for _, e := range ev.ENIs {
-		e.Blocks = n.cloud.notReleased(e.Blocks, ev.JobID)
+		e.Blocks = n.familyBlocks(e.DeviceIndex, n.cloud.notReleased(e.Blocks, ev.JobID))
 		attached[e.ID] = e
 		if err := n.cloud.adopt(e, now); err != nil {
 			n.log.Error("ENI attached in EC2 not taken into the pool", "eni", e.ID, "err", err)
@@ -323,6 +323,7 @@ func (x *cloudView) adopt(e ENIInfo, now time.Time) error {
 	if _, busy := n.results.detaching(e.ID); busy {
 		return nil // on its way out: a resync raced the detach
 	}
+	e.Blocks = n.familyBlocks(e.DeviceIndex, e.Blocks)
 	_, known := n.pool.ENI(e.ID)
 	if !known {
 		if e.HostErr != nil {
@@ -333,7 +334,7 @@ func (x *cloudView) adopt(e ENIInfo, now time.Time) error {
 			created = now
 		}
 		if err := n.pool.AddENI(ipam.ENI{ID: e.ID, DeviceIndex: e.DeviceIndex, Primary: e.DeviceIndex == 0, SubnetID: e.SubnetID,
-			SubnetCIDR: e.SubnetCIDR, SecurityGroups: e.SecurityGroups, PrimaryIP: e.PrimaryIP, CreatedAt: created}); err != nil {
+			SubnetCIDR: e.SubnetCIDR, SubnetIPv6CIDR: e.SubnetIPv6CIDR, SecurityGroups: e.SecurityGroups, PrimaryIP: e.PrimaryIP, CreatedAt: created}); err != nil {
 			return fmt.Errorf("adopt %s: %w", e.ID, err)
 		}
 		n.log.Info("ENI in use by the pool", "eni", e.ID, "device", e.DeviceIndex, "subnet", e.SubnetID, "blocks", len(e.Blocks))
@@ -708,4 +709,23 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// familyBlocks are the blocks of an ENI at device that pods of the
+// machine's mode take addresses from: IPv4 /32s and /28s, or in IPv6
+// mode the primary ENI's IPv6 /80s (aws-node's IPv6 mode uses the
+// primary ENI only). The others stay on the ENI, untouched: an IPv4 pool
+// must never hand out an IPv6 address, nor an IPv6 pool an IPv4 one.
+func (n *Node) familyBlocks(device int, blocks []netip.Prefix) []netip.Prefix {
+	keep := func(p netip.Prefix) bool { return p.Addr().Is6() == n.cfg.IPv6 && (!n.cfg.IPv6 || device == 0) }
+	if !slices.ContainsFunc(blocks, func(p netip.Prefix) bool { return !keep(p) }) {
+		return blocks
+	}
+	out := make([]netip.Prefix, 0, len(blocks))
+	for _, p := range blocks {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

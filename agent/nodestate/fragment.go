@@ -79,7 +79,8 @@ func (f *fallback) planConfig(cfg ipam.PlanConfig, now time.Time) ipam.PlanConfi
 // backoff so single addresses are asked for at once; a prefix granted
 // ends it.
 func (f *fallback) observe(n *Node, act ipam.Action, ev ActionResult, c ErrorClass, now time.Time) {
-	if !act.Prefixes {
+	// An IPv6 /80 has no IPv4 fallback: it is the mode's only source.
+	if !act.Prefixes || act.IPv6 {
 		return
 	}
 	switch {
@@ -113,7 +114,7 @@ func (f *fallback) observe(n *Node, act ipam.Action, ev ActionResult, c ErrorCla
 // put it in another subnet: the node tries the next eligible subnet
 // instead of asking the fragmented one again.
 func (f *fallback) elsewhere(n *Node, act ipam.Action) (ipam.Action, bool) {
-	if !f.active || !act.Prefixes || !n.cfg.SubnetDiscovery || act.SubnetID != f.subnet {
+	if !f.active || !act.Prefixes || act.IPv6 || !n.cfg.SubnetDiscovery || act.SubnetID != f.subnet {
 		return ipam.Action{}, false
 	}
 	plan := n.cloud.plan

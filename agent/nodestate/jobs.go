@@ -111,6 +111,9 @@ func (j Job) Calls() []string {
 			return []string{"DescribeNetworkInterfaces", "DescribeSubnets", "CreateNetworkInterface", "AttachNetworkInterface",
 				"ModifyNetworkInterfaceAttribute", "DeleteNetworkInterface"}
 		case ipam.AssignBlocks:
+			if j.Action.IPv6 {
+				return []string{"AssignIpv6Addresses"}
+			}
 			// A prefix refused for fragmentation asks the subnet's free
 			// count.
 			if j.Action.Prefixes {

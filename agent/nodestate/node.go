@@ -180,6 +180,14 @@ func (x *hostView) coolAfterRestart(ck checkpoint.State, now time.Time) {
 	}
 	for _, es := range n.pool.Snapshot(now).ENIs {
 		for _, b := range es.Blocks {
+			if b.Prefix.Addr().Is6() {
+				// 2^48 addresses are too many to cool one by one. Only
+				// aws-node's checkpoint lacks release times (vpcnet's
+				// own always has them), so an address aws-node freed
+				// within its cooldown before the switch may be given
+				// again sooner than the cooldown: a known gap.
+				continue
+			}
 			for ip := b.Prefix.Addr(); b.Prefix.Contains(ip); ip = ip.Next() {
 				if _, held := n.pool.LookupAddr(ip); !held {
 					cool(ip, now)

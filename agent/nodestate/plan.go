@@ -98,6 +98,9 @@ func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
 func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
 	n := x.n
 	snap := planSnapshot(n, now)
+	if n.cfg.IPv6 {
+		return ipam.PlanIPv6(snap), ipam.Shortfall{}
+	}
 	if pending {
 		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
 	}

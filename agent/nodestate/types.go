@@ -48,6 +48,11 @@ type Config struct {
 	// CustomNetwork: pods get addresses only on secondary ENIs in the
 	// ENIConfig's subnet; the primary ENI's free addresses are not used.
 	CustomNetwork bool
+	// IPv6 is aws-node's IPv6 mode (ENABLE_IPv6=true): pods get IPv6
+	// addresses from the primary ENI's /80 prefix (ipam.PlanIPv6), and
+	// only from it; IPv4 blocks are left alone. Otherwise pods get IPv4
+	// addresses and IPv6 prefixes are left alone.
+	IPv6 bool
 	// HostVeth names the host veth of a pod (the Amazon VPC CNI's rule);
 	// nil skips the check that a routed address goes to the pod the
 	// checkpoint says holds it.
@@ -60,10 +65,13 @@ type Config struct {
 // ENIInfo is one attached ENI as EC2 (and, for a new one, the host
 // set-up) reported it.
 type ENIInfo struct {
-	ID             string
-	DeviceIndex    int
-	SubnetID       string
-	SubnetCIDR     netip.Prefix
+	ID          string
+	DeviceIndex int
+	SubnetID    string
+	SubnetCIDR  netip.Prefix
+	// SubnetIPv6CIDR is the subnet's IPv6 /64, invalid when it has none
+	// (or the executor did not look: IPv4 mode).
+	SubnetIPv6CIDR netip.Prefix
 	SecurityGroups []string
 	PrimaryIP      netip.Addr
 	MAC            string
@@ -71,7 +79,9 @@ type ENIInfo struct {
 	// DeleteOnTermination as EC2 reports it for the attachment.
 	DeleteOnTermination bool
 	CreatedAt           time.Time
-	Blocks              []netip.Prefix
+	// Blocks are the ENI's secondary /32s, /28 prefixes and IPv6 /80
+	// prefixes; the machine takes those of its mode's family.
+	Blocks []netip.Prefix
 	// HostErr says why the host side of a new secondary ENI could not be
 	// set up; such an ENI is not used until a later resync succeeds.
 	HostErr error

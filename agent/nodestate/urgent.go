@@ -55,6 +55,9 @@ func markUrgent(n *Node, now time.Time) {
 // beyond the pool's attached ENIs: the plan with no warm target and no
 // attachment under way counted.
 func demandAttaches(n *Node, now time.Time) int {
+	if n.cfg.IPv6 {
+		return 0 // no ENI is attached for IPv6 pods
+	}
 	cfg := withoutWarm(n.frag.planConfig(n.cloud.plan, now))
 	acts, _ := ipam.Plan(planSnapshot(n, now), cfg, n.planner.limits(), now)
 	k := 0

@@ -13,7 +13,7 @@ import (
 // faultActions are the EC2 actions faults are injected into.
 var faultActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", "AssignPrivateIpAddresses",
 	"UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface", "DescribeNetworkInterfaces",
-	"ModifyNetworkInterfaceAttribute"}
+	"ModifyNetworkInterfaceAttribute", "AssignIpv6Addresses"}
 
 // act takes one random step of the schedule.
 func (st *steps) act() error {

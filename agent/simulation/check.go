@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -27,7 +28,7 @@ func (r *run) check() error {
 			continue
 		}
 		// I2: a live pod's address stays assigned on an attached ENI...
-		if !onNode[p.addr.String()] {
+		if !onNode[p.addr.String()] && !slices.ContainsFunc(r.onNode6, func(q netip.Prefix) bool { return q.Contains(p.addr) }) {
 			return r.fail("I2: live pod %s's address %s is no longer assigned on an ENI attached to the node", name, p.addr)
 		}
 		// ... and is never given to another pod by the agent.
@@ -233,6 +234,8 @@ func (r *run) ec2Addrs() (map[string]bool, error) {
 		return nil, err
 	}
 	onNode := map[string]bool{}
+	// IPv6 /80s hold 2^48 addresses each: kept as prefixes.
+	var onNode6 []netip.Prefix
 	for _, i := range ifs {
 		if _, foreign := r.foreign[i.ID]; foreign {
 			continue
@@ -252,9 +255,10 @@ func (r *run) ec2Addrs() (map[string]bool, error) {
 				onNode[a.String()] = true
 			}
 		}
+		onNode6 = append(onNode6, i.IPv6Prefixes...)
 	}
 	// Interfaces itself is a read, not a request through the transport.
-	r.onNode, r.onNodeGen = onNode, gen
+	r.onNode, r.onNode6, r.onNodeGen = onNode, onNode6, gen
 	return onNode, nil
 }
 

@@ -102,6 +102,7 @@ type run struct {
 	// count it says when EC2 may have changed (ec2Addrs).
 	clockMoves int
 	onNode     map[string]bool
+	onNode6    []netip.Prefix // IPv6 /80s on the node's ENIs
 	onNodeGen  int
 	// foreign are the interfaces vpcnet must leave alone (I8), as they
 	// were at launch.
@@ -435,7 +436,8 @@ func (r *run) attachedInEC2(addr netip.Addr) bool {
 		if _, foreign := r.foreign[i.ID]; foreign || i.Status != "in-use" {
 			continue
 		}
-		if slices.Contains(i.Addresses[1:], addr) || slices.ContainsFunc(i.Prefixes, func(p netip.Prefix) bool { return p.Contains(addr) }) {
+		inPrefix := func(p netip.Prefix) bool { return p.Contains(addr) }
+		if slices.Contains(i.Addresses[1:], addr) || slices.ContainsFunc(i.Prefixes, inPrefix) || slices.ContainsFunc(i.IPv6Prefixes, inPrefix) {
 			return true
 		}
 	}

@@ -29,6 +29,7 @@ var mutating = map[string]bool{
 	"CreateNetworkInterface": true, "AttachNetworkInterface": true, "DetachNetworkInterface": true,
 	"DeleteNetworkInterface": true, "AssignPrivateIpAddresses": true, "UnassignPrivateIpAddresses": true,
 	"ModifyNetworkInterfaceAttribute": true, "CreateTags": true,
+	"AssignIpv6Addresses": true, "UnassignIpv6Addresses": true,
 }
 
 // transport carries the SDK's requests to the emulator's handlers in

@@ -139,6 +139,30 @@ seed: 1
 	env:      map[string]string{"ENABLE_SUBNET_DISCOVERY": "false"},
 	eligible: []string{"subnet-a"},
 	warm:     4,
+}, {
+	// aws-node's IPv6 mode on a dual-stack subnet: one /80 on the
+	// primary ENI, asked for once (faults and crashes around that one
+	// call), pods addressed from it, no warm pool, no ENI attached. The
+	// subnet also assigns each ENI an IPv6 address on creation, which
+	// is no pod's. A small IPv4 /26 that the IPv4 pool would exhaust
+	// shows that no IPv4 address is taken either.
+	name: "ipv6-prefix",
+	topology: `
+region: us-west-2
+vpc: {id: vpc-0sim, cidrs: [10.0.0.0/16], ipv6Cidr: '2600:1f14:abc:de00::/56'}
+subnets:
+- {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/26, ipv6Cidr: '2600:1f14:abc:de01::/64', assignIpv6AddressOnCreation: true}
+securityGroups: [sg-0sim]
+instanceTypes: [{name: s3.sim, maxENIs: 3, ipv4PerENI: 5}]
+instances:
+- {id: i-sim, type: s3.sim, subnet: subnet-a}
+attachDelay: 3s
+detachDelay: 2s
+imdsLag: 2s
+seed: 1
+`,
+	env:      map[string]string{"ENABLE_IPv6": "true", "ENABLE_IPv4": "false", "ENABLE_PREFIX_DELEGATION": "true"},
+	eligible: []string{"subnet-a"},
 }}
 
 // Worlds parses the nodes the schedules run on; a schedule's world is

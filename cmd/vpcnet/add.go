@@ -44,7 +44,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return invalidConf("field vethPrefix: " + err.Error())
 	}
 	hostVeth := conf.hostVeth(pod)
-	pre := startPrewire(dp, dataplane.PodConfig{NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth}, kernelTimeout)
+	pre := startPrewire(dp, dataplane.PodConfig{NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth, IPv6: conf.plugin.IPv6}, kernelTimeout)
 	defer pre.cancel()
 
 	ctx, cancel := a.context()
@@ -87,7 +87,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	cfg, err := podConfig(reply, args, hostVeth)
+	cfg, err := podConfig(reply, args, hostVeth, conf.plugin.IPv6)
 	if err != nil {
 		return err
 	}
@@ -119,10 +119,15 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	return types.PrintResult(result(cfg, links, args.Netns), conf.CNIVersion)
 }
 
-// podConfig checks the agent's reply and turns it into the pod's wiring.
-func podConfig(r *agentapi.AddReply, args *skel.CmdArgs, hostVeth string) (dataplane.PodConfig, error) {
+// podConfig checks the agent's reply and turns it into the pod's wiring:
+// an address of the family the configuration says (ipv6).
+func podConfig(r *agentapi.AddReply, args *skel.CmdArgs, hostVeth string, ipv6 bool) (dataplane.PodConfig, error) {
 	addr, err := netip.ParseAddr(r.Address)
-	if err != nil || !addr.Is4() {
+	switch {
+	case ipv6 && (err != nil || !addr.Is6() || addr.Is4In6() || addr.Zone() != ""):
+		return dataplane.PodConfig{}, types.NewError(types.ErrInternal,
+			fmt.Sprintf("vpcnetd add: returned address %q, which is not an IPv6 address (the CNI configuration says ipv6)", r.Address), "")
+	case !ipv6 && (err != nil || !addr.Is4()):
 		return dataplane.PodConfig{}, types.NewError(types.ErrInternal,
 			fmt.Sprintf("vpcnetd add: returned address %q, which is not an IPv4 address", r.Address), "")
 	}
@@ -132,14 +137,19 @@ func podConfig(r *agentapi.AddReply, args *skel.CmdArgs, hostVeth string) (datap
 	}
 	return dataplane.PodConfig{
 		NetNS: args.Netns, IfName: args.IfName, HostVethName: hostVeth,
-		Addr: addr, RouteTable: int(r.RouteTable), MTU: mtu,
+		Addr: addr, RouteTable: int(r.RouteTable), MTU: mtu, IPv6: ipv6,
 	}, nil
 }
 
 // result is the CNI result: the host veth, the pod interface, the pod's
-// /32 with 169.254.1.1 as its gateway, and the default route.
+// /32 with 169.254.1.1 as its gateway, and the default route; for an IPv6
+// pod its /128 with fe80::1, as aws-node's IPv6 mode answers.
 func result(cfg dataplane.PodConfig, links dataplane.PodLinks, netns string) *current.Result {
 	gw := net.IP(dataplane.PodGateway().AsSlice())
+	bits, zero := 32, net.IPv4zero.To4()
+	if cfg.IPv6 {
+		gw, bits, zero = net.IP(dataplane.PodGateway6().AsSlice()), 128, net.IPv6zero
+	}
 	return &current.Result{
 		CNIVersion: current.ImplementedSpecVersion,
 		Interfaces: []*current.Interface{
@@ -148,14 +158,15 @@ func result(cfg dataplane.PodConfig, links dataplane.PodLinks, netns string) *cu
 		},
 		IPs: []*current.IPConfig{{
 			Interface: current.Int(1),
-			Address:   net.IPNet{IP: cfg.Addr.AsSlice(), Mask: net.CIDRMask(32, 32)},
+			Address:   net.IPNet{IP: cfg.Addr.AsSlice(), Mask: net.CIDRMask(bits, bits)},
 			Gateway:   gw,
 		}},
-		Routes: []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: gw}},
+		Routes: []*types.Route{{Dst: net.IPNet{IP: zero, Mask: net.CIDRMask(0, bits)}, GW: gw}},
 	}
 }
 
-// prevAddr is the pod's IPv4 address in a previous result, if any.
+// prevAddr is the pod's address in a previous result, if any: IPv4, or
+// a global IPv6 one (an IPv6 pod's).
 func prevAddr(prev types.Result) (netip.Addr, error) {
 	if prev == nil {
 		return netip.Addr{}, nil
@@ -165,7 +176,7 @@ func prevAddr(prev types.Result) (netip.Addr, error) {
 		return netip.Addr{}, types.NewError(types.ErrDecodingFailure, "field prevResult: "+err.Error(), "")
 	}
 	for _, ip := range r.IPs {
-		if a, ok := netip.AddrFromSlice(ip.Address.IP); ok && a.Unmap().Is4() {
+		if a, ok := netip.AddrFromSlice(ip.Address.IP); ok && (a.Unmap().Is4() || a.IsGlobalUnicast()) {
 			return a.Unmap(), nil
 		}
 	}

@@ -38,7 +38,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 		return err
 	}
 	if !addr.IsValid() {
-		return invalidConf("field prevResult: it holds no IPv4 address")
+		return invalidConf("field prevResult: it holds no pod address")
 	}
 	if err := checkPrevInterfaces(conf.PrevResult, conf.hostVeth(pod), args.IfName); err != nil {
 		return err
@@ -64,7 +64,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	defer dcancel()
 	if err := dp.CheckPod(dctx, dataplane.PodConfig{
 		NetNS: args.Netns, IfName: args.IfName, HostVethName: conf.hostVeth(pod),
-		Addr: addr, RouteTable: int(reply.RouteTable),
+		Addr: addr, RouteTable: int(reply.RouteTable), IPv6: conf.plugin.IPv6,
 	}); err != nil {
 		return types.NewError(types.ErrInternal, err.Error(), "")
 	}

@@ -115,7 +115,7 @@ func release(a *agent, req *agentapi.DelRequest, args *skel.CmdArgs, log *slog.L
 	reply, err := a.api.Del(ctx, req)
 	switch {
 	case err == nil:
-		if held, perr := netip.ParseAddr(reply.Address); perr == nil && held.Is4() {
+		if held, perr := netip.ParseAddr(reply.Address); perr == nil && (held.Is4() || held.IsGlobalUnicast()) {
 			return held, reply.VethDeleting, nil
 		}
 		return netip.Addr{}, reply.VethDeleting, nil

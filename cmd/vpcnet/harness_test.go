@@ -161,14 +161,19 @@ func (h *harness) nodeState() []string {
 				out = append(out, "link "+l.Attrs().Name)
 			}
 		}
-		routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 254}, netlink.RT_FILTER_TABLE)
+		// Both families, less the IPv6 routes the kernel makes for every
+		// link (fe80::/64, multicast).
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 254}, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return err
 		}
 		for _, r := range routes {
+			if r.Dst != nil && (r.Dst.IP.IsLinkLocalUnicast() || r.Dst.IP.IsMulticast()) {
+				continue
+			}
 			out = append(out, fmt.Sprintf("route %s dev %s", r.Dst, names[r.LinkIndex]))
 		}
-		rules, err := netlink.RuleList(netlink.FAMILY_V4)
+		rules, err := netlink.RuleList(netlink.FAMILY_ALL)
 		if err != nil {
 			return err
 		}

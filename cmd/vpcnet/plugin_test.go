@@ -440,3 +440,51 @@ func TestGCHandsTheValidAttachmentsToTheAgent(t *testing.T) {
 		"rule 512 from <nil> to 10.0.0.50/32 table 254",
 	)
 }
+
+// An IPv6 node's configuration says ipv6: the pod gets the agent's IPv6
+// address as a /128 with fe80::1 as its gateway, as aws-node's IPv6 mode
+// answers, and CHECK and DEL know it.
+func TestIPv6PodAddCheckDel(t *testing.T) {
+	h := newHarness(t, lease{"2600:1f14:abc:de01:12::7", 0})
+	list := h.conflist("1.1.0", map[string]any{"ipv6": true})
+	p := h.newPod("web")
+	res, err := h.add(list, p)
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	r, err := current.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.IPs) != 1 || r.IPs[0].Address.String() != "2600:1f14:abc:de01:12::7/128" || r.IPs[0].Gateway.String() != "fe80::1" {
+		t.Errorf("IPs %v, want 2600:1f14:abc:de01:12::7/128 via fe80::1", r.IPs)
+	}
+	if len(r.Routes) != 1 || r.Routes[0].Dst.String() != "::/0" || r.Routes[0].GW.String() != "fe80::1" {
+		t.Errorf("routes %v, want ::/0 via fe80::1", r.Routes)
+	}
+	h.wantNodeState(
+		"link "+p.veth,
+		"route 2600:1f14:abc:de01:12::7/128 dev "+p.veth,
+		"rule 512 from <nil> to 2600:1f14:abc:de01:12::7/128 table 254",
+	)
+	if err := h.check(list, p); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	for i := range 2 {
+		if err := h.del(list, p); err != nil {
+			t.Fatalf("DEL #%d: %v", i+1, err)
+		}
+	}
+	h.wantNodeState()
+}
+
+// A configuration and an agent that disagree on the family fail the ADD,
+// naming the address, and leave nothing wired.
+func TestIPv6ConfigurationRefusesAnIPv4AddressFromTheAgent(t *testing.T) {
+	h := newHarness(t, lease{"10.0.1.60", 0})
+	list := h.conflist("1.1.0", map[string]any{"ipv6": true})
+	p := h.newPod("web")
+	_, err := h.add(list, p)
+	wantCNIError(t, err, types.ErrInternal, `returned address "10.0.1.60", which is not an IPv6 address (the CNI configuration says ipv6)`)
+	h.wantNodeState()
+}

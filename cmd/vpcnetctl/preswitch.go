@@ -76,7 +76,15 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 		}
 		r.Settings = append(r.Settings, e.Name+"="+e.Value)
 	}
-	if _, err := config.LoadEnviron(r.Settings); err != nil {
+	cfg, err := config.LoadEnviron(r.Settings)
+	if err == nil && cfg.IPv6 {
+		// The settings are valid, and vpcnetd's IPv6 pool and pod wiring
+		// are built, but vpcnetd stops at host set-up on such a node
+		// until the node's IPv6 set-up exists (issue 27): say so before
+		// the switch.
+		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\": vpcnet does not yet set up the node for IPv6 pods (IPv6 forwarding, NetworkPolicy, the pod-IMDS deny and hostPorts in IPv6); keep aws-node on IPv6 clusters for now")
+	}
+	if err != nil {
 		var cerr *config.Error
 		if !errors.As(err, &cerr) {
 			return r, err

@@ -110,6 +110,28 @@ func TestPreswitchNamesASettingVpcnetdWouldRefuse(t *testing.T) {
 	}
 }
 
+// aws-node's IPv6 manifest is valid for vpcnetd, but vpcnetd would stop
+// at host set-up on such a node until IPv6 pods are wired: the check
+// says so before anything is deleted.
+func TestPreswitchOfAnIPv6ClusterSaysIPv6PodsAreNotWiredYet(t *testing.T) {
+	env := slices.Clone(awsNodeEnv)
+	for i := range env {
+		switch env[i].Name {
+		case "ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION":
+			env[i].Value = "true"
+		case "ENABLE_IPv4":
+			env[i].Value = "false"
+		}
+	}
+	r, err := preswitch(context.Background(), fake.NewClientset(awsNodeObjects(env)...), "kube-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ready() || len(r.Refused) != 1 || !strings.HasPrefix(r.Refused[0], `ENABLE_IPv6="true": vpcnet does not yet set up the node for IPv6 pods`) {
+		t.Fatalf("refused %q, want ENABLE_IPv6=true alone", r.Refused)
+	}
+}
+
 // Without aws-node there is nothing to switch from, and that is no error.
 func TestPreswitchWithoutAWSNodeSaysSo(t *testing.T) {
 	r, err := preswitch(context.Background(), fake.NewClientset(), "kube-system")
