@@ -24,35 +24,12 @@ func (d *Dataplane) CheckEgressV4(ctx context.Context, cfg EgressV4Config) error
 		return err
 	}
 	defer s.close()
-	podNS, err := openPodNS(cfg.NetNS)
+	v, err := s.vethPair(PodConfig{NetNS: cfg.NetNS, IfName: cfg.IfName, HostVethName: cfg.HostVethName, MTU: cfg.MTU})
 	if err != nil {
 		return err
 	}
-	defer podNS.Close()
-	podNL, err := newNL(podNS)
-	if err != nil {
-		return err
-	}
-	defer podNL.close()
-	hostLink, err := s.nl.linkByName(cfg.HostVethName)
-	if err != nil {
-		return err
-	}
-	podLink, err := podNL.linkByName(cfg.IfName)
-	if err != nil {
-		return err
-	}
-	var problems []error
-	if hostLink == nil {
-		problems = append(problems, fmt.Errorf("host veth %s does not exist", cfg.HostVethName))
-	}
-	if podLink == nil {
-		problems = append(problems, fmt.Errorf("%s does not exist in %s", cfg.IfName, cfg.NetNS))
-	}
-	if hostLink != nil && podLink != nil {
-		pair := PodConfig{NetNS: cfg.NetNS, IfName: cfg.IfName, HostVethName: cfg.HostVethName, MTU: cfg.MTU}
-		problems = append(problems, checkPair(pair, hostLink, podLink)...)
-	}
+	defer v.close()
+	podNL, hostLink, podLink, problems := v.podNL, v.hostLink, v.podLink, v.problems
 	if podLink != nil {
 		p, err := checkEgressPodSide(podNL, cfg, podLink)
 		if err != nil {

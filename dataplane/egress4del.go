@@ -72,37 +72,7 @@ func (d *Dataplane) DelEgressV4(ctx context.Context, cfg EgressV4Config) ([]neti
 // delEgressPodSide deletes the pod's egress interface and returns its
 // IPv4 addresses.
 func delEgressPodSide(cfg EgressV4Config) ([]netip.Addr, error) {
-	podNS, err := openPodNS(cfg.NetNS)
-	if errors.Is(err, ErrNetNSNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer podNS.Close()
-	nl, err := newNL(podNS)
-	if err != nil {
-		return nil, err
-	}
-	defer nl.close()
-	l, err := nl.linkByName(cfg.IfName)
-	if err != nil || l == nil {
-		return nil, err
-	}
-	list, err := nl.addrs(l)
-	if err != nil {
-		return nil, err
-	}
-	var addrs []netip.Addr
-	for _, a := range list {
-		if p := prefixOf(a.IPNet); p.IsValid() && p.Addr().Is4() {
-			addrs = append(addrs, p.Addr())
-		}
-	}
-	if err := nl.linkDel(l); err != nil && !isNotExist(err) {
-		return nil, fmt.Errorf("delete %s in %s: %w", cfg.IfName, cfg.NetNS, err)
-	}
-	return addrs, nil
+	return delPodIface(cfg.NetNS, cfg.IfName, func(p netip.Prefix) bool { return p.Addr().Is4() })
 }
 
 // EgressV4Addr is the IPv4 address, with its subnet's length, on the

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 )
 
@@ -23,34 +24,13 @@ func (d *Dataplane) CheckPod(ctx context.Context, cfg PodConfig) error {
 		return err
 	}
 	defer s.close()
-	podNS, err := openPodNS(cfg.NetNS)
+	v, err := s.vethPair(cfg)
 	if err != nil {
 		return err
 	}
-	defer podNS.Close()
-	podNL, err := newNL(podNS)
-	if err != nil {
-		return err
-	}
-	defer podNL.close()
-
-	hostLink, err := s.nl.linkByName(cfg.HostVethName)
-	if err != nil {
-		return err
-	}
-	podLink, err := podNL.linkByName(cfg.IfName)
-	if err != nil {
-		return err
-	}
-	var problems []error
-	if hostLink == nil {
-		problems = append(problems, fmt.Errorf("host veth %s does not exist", cfg.HostVethName))
-	}
-	if podLink == nil {
-		problems = append(problems, fmt.Errorf("%s does not exist in %s", cfg.IfName, cfg.NetNS))
-	}
+	defer v.close()
+	podNL, hostLink, podLink, problems := v.podNL, v.hostLink, v.podLink, v.problems
 	if hostLink != nil && podLink != nil {
-		problems = append(problems, checkPair(cfg, hostLink, podLink)...)
 		p, err := checkPodSide(podNL, cfg, podLink, hostLink.Attrs().HardwareAddr)
 		if err != nil {
 			return err
@@ -73,6 +53,54 @@ func (d *Dataplane) CheckPod(ctx context.Context, cfg PodConfig) error {
 		return fmt.Errorf("pod %s (%s): %w", cfg.Addr, cfg.HostVethName, errors.Join(problems...))
 	}
 	return nil
+}
+
+// vethEnds are both ends of a pod's veth pair as found, nil when
+// missing, and what is wrong with the pair: a missing end, or the pair
+// not as cfg says (checkPair).
+type vethEnds struct {
+	podNS             ns.NetNS
+	podNL             *nlHandle
+	hostLink, podLink netlink.Link
+	problems          []error
+}
+
+// vethPair opens the pod's namespace and looks up both ends of its veth
+// pair, the start of every check of a pod's wiring; close releases the
+// namespace.
+func (s *session) vethPair(cfg PodConfig) (*vethEnds, error) {
+	podNS, err := openPodNS(cfg.NetNS)
+	if err != nil {
+		return nil, err
+	}
+	podNL, err := newNL(podNS)
+	if err != nil {
+		podNS.Close()
+		return nil, err
+	}
+	v := &vethEnds{podNS: podNS, podNL: podNL}
+	if v.hostLink, err = s.nl.linkByName(cfg.HostVethName); err == nil {
+		v.podLink, err = podNL.linkByName(cfg.IfName)
+	}
+	if err != nil {
+		v.close()
+		return nil, err
+	}
+	if v.hostLink == nil {
+		v.problems = append(v.problems, fmt.Errorf("host veth %s does not exist", cfg.HostVethName))
+	}
+	if v.podLink == nil {
+		v.problems = append(v.problems, fmt.Errorf("%s does not exist in %s", cfg.IfName, cfg.NetNS))
+	}
+	if v.hostLink != nil && v.podLink != nil {
+		v.problems = append(v.problems, checkPair(cfg, v.hostLink, v.podLink)...)
+	}
+	return v, nil
+}
+
+func (v *vethEnds) close() {
+	v.podNL.close()
+	v.podNS.Close()
 }
 
 func checkPair(cfg PodConfig, hostLink, podLink netlink.Link) []error {

@@ -66,7 +66,15 @@ func (d *Dataplane) DelPod(ctx context.Context, cfg PodConfig) error {
 // and returns the addresses it had (IPv4 /32s, IPv6 /128s; not the
 // kernel's own link-local /64).
 func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
-	podNS, err := openPodNS(cfg.NetNS)
+	return delPodIface(cfg.NetNS, cfg.IfName, netip.Prefix.IsSingleIP)
+}
+
+// delPodIface deletes interface ifName in the pod's namespace (a veth
+// end: the pair goes with it) and returns those of its addresses keep
+// accepts. A namespace or interface already gone is no error: a DEL may
+// come again, or after the runtime removed the namespace.
+func delPodIface(netNS, ifName string, keep func(netip.Prefix) bool) ([]netip.Addr, error) {
+	podNS, err := openPodNS(netNS)
 	if errors.Is(err, ErrNetNSNotFound) {
 		return nil, nil
 	}
@@ -79,7 +87,7 @@ func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
 		return nil, err
 	}
 	defer nl.close()
-	l, err := nl.linkByName(cfg.IfName)
+	l, err := nl.linkByName(ifName)
 	if err != nil || l == nil {
 		return nil, err
 	}
@@ -89,12 +97,12 @@ func delPodSide(cfg PodConfig) ([]netip.Addr, error) {
 	}
 	var addrs []netip.Addr
 	for _, a := range list {
-		if p := prefixOf(a.IPNet); p.IsValid() && p.IsSingleIP() {
+		if p := prefixOf(a.IPNet); p.IsValid() && keep(p) {
 			addrs = append(addrs, p.Addr())
 		}
 	}
 	if err := nl.linkDel(l); err != nil && !isNotExist(err) {
-		return nil, fmt.Errorf("delete %s in %s: %w", cfg.IfName, cfg.NetNS, err)
+		return nil, fmt.Errorf("delete %s in %s: %w", ifName, netNS, err)
 	}
 	return addrs, nil
 }
