@@ -94,7 +94,11 @@ func (f *fakePolicyRules) SetPolicy(_ context.Context, rs netpol.Ruleset, _ bool
 	f.mu.Lock()
 	pod := f.holdPod
 	f.mu.Unlock()
-	if f.hold != nil && slices.ContainsFunc(rs.Pods, func(r netpol.PodRules) bool { return r.Pod.Name == pod }) {
+	// Only a write that gives the pod its address is held: one made for
+	// it as bound to the node, before its Add, has none (and would be
+	// held in the Add's place when the API server's watch kicks a write
+	// while the Add is in flight).
+	if f.hold != nil && slices.ContainsFunc(rs.Pods, func(r netpol.PodRules) bool { return r.Pod.Name == pod && r.Pod.IP.IsValid() }) {
 		if err := f.hold.hold(rs); err != nil {
 			return err
 		}

@@ -16,6 +16,11 @@ import (
 // never holds half of a change.
 type nftConn struct {
 	c *nftables.Conn
+	// setIDs numbers the sets this connection queues: google/nftables
+	// (v0.3.0) numbers a set given none from a package counter, which
+	// two connections written from two goroutines (two pods' ADDs)
+	// race on. A set's ID need only be unique in its transaction.
+	setIDs uint32
 }
 
 func newNFT(target ns.NetNS) (*nftConn, error) {
@@ -171,6 +176,10 @@ func (n *nftConn) flushTable(t *nftables.Table) { n.c.FlushTable(t) }
 // against s before queueing (an interval set's ends, a map's data): an
 // error here is a bug in what we built, and nothing was queued.
 func (n *nftConn) addSet(s *nftables.Set, elems []nftables.SetElement) error {
+	if s.ID == 0 {
+		n.setIDs++
+		s.ID = n.setIDs
+	}
 	if err := n.c.AddSet(s, elems); err != nil {
 		return fmt.Errorf("set %s: %w", s.Name, err)
 	}
