@@ -174,7 +174,7 @@ func TestWithoutAControllerTheClientStepsAsideForAWhile(t *testing.T) {
 		aside   time.Duration
 	}{
 		{"controller broken", func(f *fakeController) { f.fail = true }, 30 * time.Second},
-		{"replica not leading yet", func(f *fakeController) { f.notLeading = true }, electionPause},
+		{"replica not leading yet", func(f *fakeController) { f.notLeading = true }, ElectionPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeController{}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vpcnet/vpcnet/budget"
 	"github.com/vpcnet/vpcnet/clock"
@@ -68,9 +69,11 @@ func (s *Server) Reserve(r budget.Request) budget.Grant {
 
 // StartTerm tells the ledger it takes over the schedule now (see
 // budget.Ledger.StartTerm): call it when this replica starts leading.
-func (s *Server) StartTerm() {
+// overlap is how long the last leader's grants may still run from now:
+// the buckets are taken as empty only after it.
+func (s *Server) StartTerm(overlap time.Duration) {
 	s.mu.Lock()
-	s.ledger.StartTerm(s.clk.Now())
+	s.ledger.StartTerm(s.clk.Now().Add(max(overlap, 0)))
 	s.mu.Unlock()
 }
 

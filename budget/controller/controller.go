@@ -8,8 +8,13 @@
 //
 // The controller holds no state worth keeping: a new leader starts a
 // schedule of its own with every bucket taken as spent (the last leader
-// may have granted a whole burst before it stopped), and an agent that cannot reach any leader calls EC2 on
-// its own budget, as it does with no controller installed.
+// may have granted a whole burst before it stopped). No grant reaches
+// further ahead than the Lease's timings allow (Settings.Horizon), so
+// none of the last leader's is still to run when the next term starts.
+// Agents hold their jobs while the leader fails over
+// (budgetapi.DefaultFailoverHold); an agent that cannot reach any leader
+// for longer calls EC2 on its own budget, as it does with no controller
+// installed.
 //
 // # API access (for the Role and ClusterRole in deploy/vpcnet.yaml)
 //
@@ -115,6 +120,10 @@ func Run(ctx context.Context, o Options) error {
 	identity := budgetapi.HolderIdentity(s.Pod, s.Endpoint())
 
 	var leading, observed atomic.Bool
+	// Grants no further ahead than the Lease's timings allow, so none
+	// of this term's runs into the next (Settings.Horizon).
+	var overlap time.Duration
+	s.Budget.Horizon, overlap = s.Horizon()
 	ledger := budget.New(s.Budget)
 	var srv *budgetapi.Server
 	m, err := newMetrics(reg, s.Budget, func() []budget.ActionStats { return srv.Stats() })
@@ -147,7 +156,7 @@ func Run(ctx context.Context, o Options) error {
 		Name:            "vpcnet-budget",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				srv.StartTerm() // the last leader may have spent every burst
+				srv.StartTerm(overlap) // the last leader may have spent every burst
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())

@@ -176,6 +176,28 @@ func (s Settings) check() error {
 	return s.Budget.Validate()
 }
 
+// minHorizon is the shortest grant horizon: shorter, and most of a
+// join's requests would come back twice.
+const minHorizon = time.Second
+
+// Horizon is how far ahead of now the leader grants calls
+// (budget.Config.Horizon), and overlap how long after a new leader's
+// term starts the last leader's grants may still run.
+//
+// A leader cut off from the API server keeps granting until its renewal
+// fails for RenewDeadline, which starts a retry period after its last
+// renewal; a standby takes the Lease over no sooner than LeaseDuration
+// after it saw that renewal. Grants bounded by LeaseDuration −
+// RenewDeadline − RetryPeriod (3 s with the defaults) have all run out
+// when the next term starts, and the new leader need only take the
+// buckets as empty. Timings leaving less than minHorizon make the new
+// leader take them as empty that much later (overlap).
+func (s Settings) Horizon() (horizon, overlap time.Duration) {
+	room := s.LeaseDuration - s.RenewDeadline - s.RetryPeriod
+	horizon = max(room, minHorizon)
+	return horizon, horizon - room
+}
+
 // Endpoint is the address agents reach this replica on.
 func (s Settings) Endpoint() string {
 	return net.JoinHostPort(s.PodIP.String(), strconv.Itoa(s.Port))
