@@ -238,6 +238,11 @@ func (c *Client) done(outcome string, start time.Time) {
 // or just ended.
 var errNotLeader = errors.New("an election is under way")
 
+// errRefused: the controller answered and refused the request (4xx: the
+// token, the request): no failover, and no next leader would answer it
+// otherwise, so the job goes alone at once.
+var errRefused = errors.New("refused by the controller")
+
 // DefaultFailoverHold is how long the client holds jobs after a
 // controller that was answering stopped, waiting for the next leader,
 // before it goes alone: a crashed leader's Lease is taken over about
@@ -291,7 +296,7 @@ func (c *Client) ask(parent context.Context, r budget.Request) (g budget.Grant, 
 	c.addr = "" // look the leader up again next time
 	c.lastErr = err
 	now := c.clk.Now()
-	if c.hadLeader {
+	if c.hadLeader && !errors.Is(err, errRefused) {
 		if c.holdUntil.IsZero() {
 			c.holdUntil = now.Add(c.hold)
 			c.log.Warn("budget controller stopped answering; holding EC2 calls for its next leader",
@@ -349,6 +354,9 @@ func (c *Client) post(ctx context.Context, addr string, r budget.Request) (budge
 		err := fmt.Errorf("ask %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
 		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(NotLeaderHeader) != "" {
 			err = fmt.Errorf("%w (%w)", err, errNotLeader)
+		}
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			err = fmt.Errorf("%w (%w)", err, errRefused)
 		}
 		return budget.Grant{}, err
 	}

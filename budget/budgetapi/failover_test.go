@@ -119,3 +119,44 @@ func TestADeferredTicketIsSentBack(t *testing.T) {
 		t.Fatalf("asks %+v; want the second to bring back ticket 7", asks)
 	}
 }
+
+// A controller that answers and refuses (403: the token) is no failover:
+// the job goes alone at once rather than waiting for a leader that would
+// refuse it too.
+func TestARefusalIsNoFailover(t *testing.T) {
+	f := &fakeController{}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	var outcomes []string
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil },
+		Observe:  func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
+	never := func() bool { return false }
+	if err := c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.refuse = true
+	f.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never) }()
+	var err error
+	waitFor(t, func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+		}
+		if _, held := clk.NextDue(); held {
+			t.Fatal("the refused job is held for a next leader; want it alone at once")
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{Granted, Alone}; !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes %v; want %v", outcomes, want)
+	}
+}
