@@ -10,35 +10,44 @@ import (
 
 // A leader's grants are promises its successor cannot see. With the
 // controller's timings (Lease 15 s, renew deadline 10 s, retry 2 s) a
-// leader cut off from the API server grants until 12 s after its last
-// renewal and the standby takes over 15 s after it at the soonest: the
-// new term starts 3 s after the last grant, with every bucket taken as
-// empty. Nodes in a join keep asking through it, each for two ENIs'
+// leader grants at most 4 s after its last renewal, and no further ahead
+// than the horizon (3 s); the standby takes over 15 s after that renewal
+// at the soonest and takes the buckets as empty from 8 s before its term
+// (controller.Settings.Horizon): the refill since the last grant could
+// run. Nodes in a join keep asking through it, each for two ENIs'
 // creates and attaches in turn, holding their jobs while no leader
-// answers, and EC2 must refuse none of the calls of either term.
-// Without Config.Horizon the first leader's grants ran a minute past its
-// end and the second granted the same tokens again.
+// answers, and EC2 must refuse none of the calls of either term. (The
+// shortest gap, 3 s with the buckets empty from the term's start, is
+// what the horizon alone keeps safe.) Without Config.Horizon the first
+// leader's grants ran a minute past its end and the second granted the
+// same tokens again.
 func TestAFailoverSpendsNoBucketTwice(t *testing.T) {
-	const (
-		nodes = 400
-		gap   = 3 * time.Second // from the last grant to the new term
-	)
-	stop := t0.Add(20 * time.Second)
-	for _, horizon := range []time.Duration{gap, gap / 2} {
-		t.Run(fmt.Sprint(horizon), func(t *testing.T) {
+	const nodes = 400
+	stop := t0.Add(20 * time.Second) // the last grant
+	for _, tc := range []struct {
+		horizon time.Duration
+		// begin is when the next term starts after the last grant,
+		// empty when its buckets are taken as empty.
+		begin, empty time.Duration
+	}{
+		{3 * time.Second, 11 * time.Second, 3 * time.Second},
+		{3 * time.Second, 3 * time.Second, 3 * time.Second},
+		{1500 * time.Millisecond, 3 * time.Second, 3 * time.Second},
+	} {
+		t.Run(fmt.Sprint(tc.horizon, tc.begin, tc.empty), func(t *testing.T) {
 			cfg := DefaultConfig()
-			cfg.Horizon = horizon
+			cfg.Horizon = tc.horizon
 			old, next := New(cfg), New(cfg)
 			termStarted := false
 			calls := failoverJoin(nodes, func(now time.Time) *Ledger {
 				switch {
 				case now.Before(stop):
 					return old
-				case now.Before(stop.Add(gap)):
+				case now.Before(stop.Add(tc.begin)):
 					return nil
 				}
 				if !termStarted {
-					next.StartTerm(stop.Add(gap))
+					next.StartTerm(stop.Add(tc.empty))
 					termStarted = true
 				}
 				return next
@@ -48,15 +57,15 @@ func TestAFailoverSpendsNoBucketTwice(t *testing.T) {
 			}
 			late := 0
 			for _, c := range calls {
-				if c.at.After(stop.Add(gap)) && c.granted == old {
+				if c.at.After(stop.Add(tc.empty)) && c.granted == old {
 					late++
 				}
 			}
 			if late > 0 {
-				t.Errorf("%d calls granted by the old leader made after the new term began", late)
+				t.Errorf("%d calls granted by the old leader made after the new term's buckets count as empty", late)
 			}
 			if at, a, ok := refused(calls); !ok {
-				t.Fatalf("EC2 would refuse %s at %v (old leader's last grant at %v, new term at %v)", a, at.Sub(t0), stop.Sub(t0), stop.Add(gap).Sub(t0))
+				t.Fatalf("EC2 would refuse %s at %v (old leader's last grant at %v, new term at %v)", a, at.Sub(t0), stop.Sub(t0), stop.Add(tc.begin).Sub(t0))
 			}
 		})
 	}

@@ -43,7 +43,7 @@ func (acc Account) budgetConfig() budget.Config {
 	}
 	// The controller's horizon with its default Lease timings
 	// (controller.Settings.Horizon).
-	cfg.Horizon = leaseDuration - renewDeadline - retryPeriod
+	cfg.Horizon = grantHorizon
 	return cfg
 }
 

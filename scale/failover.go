@@ -25,6 +25,12 @@ const (
 	renewDeadline = 10 * time.Second
 	retryPeriod   = 2 * time.Second
 	retryJitter   = 1.2
+	// grantHorizon, and termCredit: how long before its term a new
+	// leader takes the buckets as empty (controller.Settings.Horizon:
+	// the last leader granted only while its last renewal was at most
+	// two retry periods old).
+	grantHorizon = leaseDuration - renewDeadline - retryPeriod
+	termCredit   = leaseDuration - 2*retryPeriod - grantHorizon
 )
 
 // replica is one of the controller's two replicas.
@@ -58,10 +64,17 @@ type election struct {
 	// refused counts the asks that found the leader gone or not leading
 	// yet.
 	refused int
+	// credit is how long before its term a new leader takes the
+	// buckets as empty: termCredit, or none for a controller whose
+	// grants had no horizon (Options.NoHorizon), as it was.
+	credit time.Duration
 }
 
 func newElection(r *run, cfg budget.Config) *election {
 	e := &election{r: r, rng: rand.New(rand.NewPCG(r.opts.Seed, 0x656c656374)), holder: 0, renewed: r.now()}
+	if cfg.Horizon > 0 {
+		e.credit = termCredit
+	}
 	for i := range e.replicas {
 		e.replicas[i] = &replica{up: true, ledger: budget.New(cfg), observed: r.now(), observedAt: r.now()}
 	}
@@ -93,13 +106,14 @@ func (e *election) loop(i int) {
 		if now.After(rp.observedAt.Add(leaseDuration)) {
 			// Takes the Lease; client-go calls OnStartedLeading once
 			// the update is written (a round trip later), which starts
-			// the Ledger's term (controller.Run).
+			// the Ledger's term (controller.Run), counting the refill
+			// since the last leader's grants surely ended.
 			e.holder, e.renewed = i, now
 			e.r.q.at(now.Add(controllerRTT), func() {
 				if !rp.up || e.holder != i {
 					return
 				}
-				rp.ledger.StartTerm(e.r.now())
+				rp.ledger.StartTerm(e.r.now().Add(-e.credit))
 				rp.leading = true
 				if e.tookOver.IsZero() {
 					e.tookOver = e.r.now()

@@ -229,8 +229,8 @@ func TestTheElectionModelHasTheControllersTimings(t *testing.T) {
 	if s.LeaseDuration != leaseDuration || s.RenewDeadline != renewDeadline || s.RetryPeriod != retryPeriod {
 		t.Errorf("controller's Lease %v, renew deadline %v, retry %v; the model's %v, %v, %v", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, leaseDuration, renewDeadline, retryPeriod)
 	}
-	if h, o := s.Horizon(); h != DefaultAccount().budgetConfig().Horizon || o != 0 {
-		t.Errorf("controller's horizon %v (overlap %v); the model's %v", h, o, DefaultAccount().budgetConfig().Horizon)
+	if h, _, c := s.Horizon(); h != grantHorizon || h != DefaultAccount().budgetConfig().Horizon || c != termCredit {
+		t.Errorf("controller's horizon %v, credit %v; the model's %v, %v", h, c, grantHorizon, termCredit)
 	}
 	if leaderelection.JitterFactor != retryJitter {
 		t.Errorf("client-go's jitter %v; the model's %v", leaderelection.JitterFactor, retryJitter)

@@ -69,11 +69,12 @@ func (s *Server) Reserve(r budget.Request) budget.Grant {
 
 // StartTerm tells the ledger it takes over the schedule now (see
 // budget.Ledger.StartTerm): call it when this replica starts leading.
-// overlap is how long the last leader's grants may still run from now:
-// the buckets are taken as empty only after it.
-func (s *Server) StartTerm(overlap time.Duration) {
+// The buckets are taken as empty at now+offset: negative when the last
+// leader's grants surely ended that long ago (the refill since is
+// there), positive when they may still run that long.
+func (s *Server) StartTerm(offset time.Duration) {
 	s.mu.Lock()
-	s.ledger.StartTerm(s.clk.Now().Add(max(overlap, 0)))
+	s.ledger.StartTerm(s.clk.Now().Add(offset))
 	s.mu.Unlock()
 }
 

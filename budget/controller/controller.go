@@ -120,11 +120,19 @@ func Run(ctx context.Context, o Options) error {
 	identity := budgetapi.HolderIdentity(s.Pod, s.Endpoint())
 
 	var leading, observed atomic.Bool
-	// Grants no further ahead than the Lease's timings allow, so none
-	// of this term's runs into the next (Settings.Horizon).
-	var overlap time.Duration
-	s.Budget.Horizon, overlap = s.Horizon()
+	// Grants no further ahead than the Lease's timings allow, and only
+	// while the last renewal is fresh, so none of this term's runs into
+	// the next (Settings.Horizon).
+	var fresh, credit time.Duration
+	s.Budget.Horizon, fresh, credit = s.Horizon()
 	ledger := budget.New(s.Budget)
+	// elector is the election running now; renewed says its last
+	// renewal of the Lease is at most fresh old.
+	var elector atomic.Pointer[leaderelection.LeaderElector]
+	renewed := func() bool {
+		le := elector.Load()
+		return le != nil && le.Check(fresh-s.LeaseDuration) == nil
+	}
 	var srv *budgetapi.Server
 	m, err := newMetrics(reg, s.Budget, func() []budget.ActionStats { return srv.Stats() })
 	if err != nil {
@@ -132,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	authz := NewAuthorizer(cs.AuthenticationV1().TokenReviews(), AuthorizerOptions{Allowed: s.Clients, Now: clk.Now})
 	srv = budgetapi.NewServer(ledger, clk, budgetapi.ServerOptions{
-		Leading:   leading.Load,
+		Leading:   func() bool { return leading.Load() && renewed() },
 		Authorize: countedAuth(authz.Authorize, m, log),
 		Observe:   m.observe,
 	})
@@ -156,7 +164,7 @@ func Run(ctx context.Context, o Options) error {
 		Name:            "vpcnet-budget",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				srv.StartTerm(overlap) // the last leader may have spent every burst
+				srv.StartTerm(-credit) // the last leader may have spent every burst
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())
@@ -216,6 +224,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("leader election: %w", err) // checked above; cannot happen
 		}
 		watchdog.SetLeaderElection(le)
+		elector.Store(le)
 		le.Run(ctx) // returns once it stops leading, the Lease released when ctx ended
 		if ctx.Err() == nil {
 			log.Warn("lost the Lease; standing again", "lease", s.Namespace+"/"+s.Lease)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,9 @@ func leaseTimings() (lease, renew, retry time.Duration) {
 type killSwitch struct {
 	net.Listener
 	dead atomic.Bool
+	// apiDead cuts only the API server off: a partition, the replica
+	// still serving agents.
+	apiDead atomic.Bool
 
 	mu    sync.Mutex // guards conns
 	conns []net.Conn
@@ -111,7 +115,7 @@ func (e *env) startKillableReplica(t *testing.T, name string) (*replica, *killSw
 	rc := rest.CopyConfig(e.as(t, ns, "vpcnet-budget"))
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if ks.dead.Load() {
+			if ks.dead.Load() || ks.apiDead.Load() {
 				return nil, errKilled
 			}
 			return rt.RoundTrip(r)
@@ -231,7 +235,7 @@ func TestALeaderCrashUnderLoad(t *testing.T) {
 	})
 	// The dead leader's grants wait at most its horizon: those after it
 	// are the standby's.
-	horizon, _ := controller.Settings{LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry}.Horizon()
+	horizon, _, _ := controller.Settings{LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry}.Horizon()
 	eventually(t, bound+20*time.Second, "every agent granted by b", func() error {
 		if n := granted(killed.Add(horizon)); n < agents {
 			return fmt.Errorf("%d of %d agents granted since the kill", n, agents)
@@ -279,4 +283,37 @@ func (e *env) agentLookupFast(t *testing.T) func(ctx context.Context) (string, e
 		t.Fatal(err)
 	}
 	return func(ctx context.Context) (string, error) { return k.BudgetEndpoint(ctx, ns, leaseName) }
+}
+
+// A leader cut off from the API server stops granting once its last
+// renewal is older than fresh, long before client-go's renew deadline
+// ends its leadership: the next leader counts on it when it takes the
+// buckets as refilled since (Settings.Horizon's credit).
+func TestALeaderCutOffFromTheAPIServerStopsGrantingWhenItsRenewalIsStale(t *testing.T) {
+	e := setup(t)
+	lookup := e.agentLookup(t)
+	a, ks := e.startKillableReplica(t, "vpcnet-budget-a")
+	eventually(t, 20*time.Second, "replica a leads", func() error { _, err := lookup(t.Context()); return err })
+	token := e.as(t, ns, "vpcnet").BearerToken
+	eventually(t, 10*time.Second, "a grants", func() error {
+		if code, msg := a.reserve(t, token); code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, msg)
+		}
+		return nil
+	})
+	lease, renew, retry := leaseTimings()
+	_, fresh, _ := controller.Settings{LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry}.Horizon()
+	cut := time.Now()
+	ks.apiDead.Store(true)
+	eventually(t, renew+retry, "a stops granting", func() error {
+		if code, msg := a.reserve(t, token); code != http.StatusServiceUnavailable || !strings.Contains(msg, "not the leader") {
+			return fmt.Errorf("%d %s", code, msg)
+		}
+		return nil
+	})
+	took := time.Since(cut)
+	t.Logf("cut off from the API server, the leader stopped granting after %v (fresh %v, renew deadline %v)", took.Round(time.Millisecond), fresh, renew)
+	if slack := 300 * time.Millisecond; took > fresh+slack {
+		t.Errorf("the leader granted for %v after its API server was cut off; want at most %v (its last renewal's freshness) + %v", took, fresh, slack)
+	}
 }
