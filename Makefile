@@ -11,7 +11,7 @@ CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/ipam/host-local@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady scale-shared kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
+.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady scale-shared scale-failover budget-failover kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
 
 all: build
 
@@ -78,6 +78,20 @@ scale-steady:
 # of every mutating bucket (--other-share changes it).
 scale-shared:
 	$(SCALE) --scenario shared --nodes 1000 --pods 30 $(SCALE_FLAGS)
+# scale-failover is the join while the budget controller's leader dies
+# mid-join and the standby takes its Lease over; it first runs the same
+# join without the failover (same seed) to measure each pod's extra
+# wait (--baseline=false leaves it out).
+scale-failover:
+	$(SCALE) --scenario failover --nodes 1000 --pods 30 $(SCALE_FLAGS)
+
+# budget-failover runs the real budget controller's two replicas against
+# a kube-apiserver with 300 agents' budget clients in process, crashes
+# the leader and reports how long the agents went without a grant, with
+# the controller's default Lease timings (15 s, 10 s, 2 s); `make unit`
+# runs the same test with short ones.
+budget-failover:
+	apiserver="$$(hack/kube-apiserver.sh)" && VPCNET_KUBE_APISERVER="$$apiserver" $(GO) test -count=1 -v -run '^TestALeaderCrashUnderLoad$$' ./budget/controller -production-lease
 
 # fuzz runs every fuzz target for FUZZTIME each, one after another: go test
 # -fuzz takes one target per package per run, so it loops over what go test

@@ -60,6 +60,17 @@ type Config struct {
 	// 0.5). Without it warm pools drain every token the moment it
 	// refills, and the next wave of pods finds an empty bucket.
 	Reserve float64
+	// Horizon is the furthest ahead of now a grant may let calls be
+	// made; zero is no limit. An urgent request whose slot lies further
+	// ahead keeps its place in the schedule but is deferred with a
+	// ticket, and granted its slot when it comes back with it. A grant
+	// is a promise the next leader cannot see: bounded by the horizon,
+	// none outlives the term it was made in by more than the horizon,
+	// so a new leader whose term starts later than that after the last
+	// grant (the controller's Lease timings see to it) books no slot
+	// twice. Without it a join's grants ran minutes ahead, and a new
+	// leader granted them again.
+	Horizon time.Duration
 }
 
 // DefaultConfig is the account's buckets for the actions vpcnet calls
@@ -111,6 +122,9 @@ func (c Config) Validate() error {
 	if c.Floor < 0 || c.Floor > 1 {
 		return fmt.Errorf("budget floor %v: must be between 0 and 1", c.Floor)
 	}
+	if c.Horizon < 0 {
+		return fmt.Errorf("budget horizon %v: must not be negative (zero: no limit)", c.Horizon)
+	}
 	if c.Reserve < 0 || c.Reserve >= 1 {
 		return fmt.Errorf("budget reserve %v: must be at least 0 and below 1 (the share of each burst kept for waiting pods)", c.Reserve)
 	}
@@ -135,6 +149,9 @@ type Request struct {
 	// Exhausted are subnets EC2 lately refused to give the node
 	// addresses in, for want of any (InsufficientFreeAddressesInSubnet).
 	Exhausted []string `json:"exhausted,omitempty"`
+	// Ticket is the last answer's, when it deferred the request with
+	// one: its slot was booked then.
+	Ticket uint64 `json:"ticket,omitempty"`
 }
 
 // Grant answers a Request.
@@ -148,6 +165,9 @@ type Grant struct {
 	// addresses within Config.PressureHold: nodes on them keep no warm
 	// pool and give back what their pods do not use.
 	Pressure []string
+	// Ticket, with Deferred, holds the request's booked slot, beyond
+	// Config.Horizon: ask again with it.
+	Ticket uint64
 }
 
 // Granted says the calls may be made (after Wait).
@@ -177,7 +197,22 @@ type Ledger struct {
 	term time.Time
 	// pressure holds, per subnet, until when it is under pressure.
 	pressure map[string]time.Time
+	// tickets are slots booked beyond the horizon, by ticket number,
+	// until their holder comes back; lastTicket numbers them.
+	tickets    map[uint64]ticket
+	lastTicket uint64
 }
+
+// ticket is a slot booked for a node's request beyond the horizon.
+type ticket struct {
+	node string
+	at   time.Time
+}
+
+// ticketsPruneEvery is how many requests pass between sweeps of tickets
+// nobody came back for (a job cancelled, an agent restarted), which are
+// dropped maxDefer after their slot.
+const ticketsPruneEvery = 1024
 
 // action is one EC2 action's schedule.
 type action struct {
@@ -211,7 +246,7 @@ func New(cfg Config) *Ledger {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Ledger{cfg: cfg, actions: map[string]*action{}, pressure: map[string]time.Time{}}
+	return &Ledger{cfg: cfg, actions: map[string]*action{}, pressure: map[string]time.Time{}, tickets: map[uint64]ticket{}}
 }
 
 func (l *Ledger) action(name string) *action {
@@ -308,8 +343,24 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 	for _, name := range r.Throttled {
 		l.throttle(l.action(name), now)
 	}
+	if l.seq%ticketsPruneEvery == 0 {
+		for id, t := range l.tickets {
+			if now.Sub(t.at) > maxDefer {
+				delete(l.tickets, id)
+			}
+		}
+	}
 	if len(r.Actions) == 0 {
 		return Grant{}
+	}
+	// A ticket this Ledger gave holds a booked slot; one it does not
+	// know (a previous leader's, or dropped) is asked afresh.
+	if t, ok := l.tickets[r.Ticket]; ok && r.Ticket != 0 && t.node == r.Node {
+		if d := t.at.Sub(now); d > l.cfg.Horizon {
+			return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: r.Ticket} // came back early
+		}
+		delete(l.tickets, r.Ticket)
+		return Grant{Wait: max(t.at.Sub(now), 0)}
 	}
 	at := now
 	for _, name := range r.Actions {
@@ -336,6 +387,13 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 		gap, _ := l.params(a, now)
 		a.tat = maxTime(a.tat, at).Add(gap)
 		a.grants++
+	}
+	if d := at.Sub(now); l.cfg.Horizon > 0 && d > l.cfg.Horizon {
+		// Booked, not granted: the holder comes back half a horizon
+		// before its slot and is granted it then.
+		l.lastTicket++
+		l.tickets[l.lastTicket] = ticket{node: r.Node, at: at}
+		return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: l.lastTicket}
 	}
 	return Grant{Wait: at.Sub(now)}
 }

@@ -20,28 +20,69 @@ const controllerRTT = 5 * time.Millisecond
 // the HTTP transport is left out.
 type controller struct {
 	l *budget.Ledger
+	// el, in the failover scenario, is the controller's two replicas
+	// and their Lease, which the agents' clients find the leader by;
+	// nil: l, one replica that always leads.
+	el *election
+	// noHold models the agents' client before it held jobs through a
+	// failover: every failure sends the node alone.
+	noHold bool
 }
 
-func newController(acc Account) *controller {
+func newController(cfg budget.Config) *controller {
+	return &controller{l: budget.New(cfg)}
+}
+
+// budgetConfig is the controller's Ledger for the account's buckets.
+func (acc Account) budgetConfig() budget.Config {
 	cfg := budget.DefaultConfig()
 	cfg.Default = budget.Bucket{Burst: acc.Mutating.Burst, Refill: acc.Mutating.Refill}
 	for a := range cfg.Buckets {
 		b := acc.bucketFor(a)
 		cfg.Buckets[a] = budget.Bucket{Burst: b.Burst, Refill: b.Refill}
 	}
-	return &controller{l: budget.New(cfg)}
+	// The controller's horizon with its default Lease timings
+	// (controller.Settings.Horizon).
+	cfg.Horizon = grantHorizon
+	return cfg
 }
 
 // acquire asks for actions on behalf of node n's run gen and calls fn once
 // they are granted; a run that ended meanwhile asks no more. urgent is
 // asked again at every ask.
 func (c *controller) acquire(n *node, gen int, actions []string, urgent func() bool, fn func()) {
+	c.acquireTicket(n, gen, actions, urgent, fn, 0)
+}
+
+// acquireTicket is acquire, coming back with the ticket of a slot the
+// controller booked beyond its horizon.
+func (c *controller) acquireTicket(n *node, gen int, actions []string, urgent func() bool, fn func(), ticket uint64) {
 	r := n.r
 	ask := func() {
 		if n.gen != gen {
 			return
 		}
-		g := c.l.Reserve(r.now(), budget.Request{Node: n.id, Actions: actions, Urgent: urgent(), Throttled: n.tr.takeThrottled()})
+		g, out, retry := c.ask(n, budget.Request{Node: n.id, Actions: actions, Urgent: urgent(), Ticket: ticket})
+		if out == hold {
+			n.bc.held++
+			r.q.at(r.now().Add(controllerRTT/2+retry), func() {
+				if n.gen == gen {
+					c.acquireTicket(n, gen, actions, urgent, fn, ticket)
+				}
+			})
+			return
+		}
+		if out == goAlone {
+			// No controller answered: the job calls EC2 at once, on
+			// the node's own buckets (budgetapi.Client's Alone).
+			n.bc.alone++
+			r.q.at(r.now().Add(controllerRTT/2+n.bc.aloneDelay(r.now(), actions)), func() {
+				if n.gen == gen {
+					fn()
+				}
+			})
+			return
+		}
 		d := g.Wait
 		if !g.Granted() {
 			d = g.Deferred
@@ -54,7 +95,7 @@ func (c *controller) acquire(n *node, gen int, actions []string, urgent func() b
 				fn()
 				return
 			}
-			c.acquire(n, gen, actions, urgent, fn)
+			c.acquireTicket(n, gen, actions, urgent, fn, g.Ticket)
 		})
 	}
 	r.q.at(r.now().Add(controllerRTT/2), ask)
@@ -71,7 +112,10 @@ func (c *controller) watchPressure(n *node, gen int, last []string) {
 			return
 		}
 		v := n.agent.ag.Node().Summary(r.now())
-		p := c.l.Reserve(r.now(), budget.Request{Node: n.id, Subnets: v.Subnets, Exhausted: v.Exhausted}).Pressure
+		// Without a controller to ask, no subnet is under pressure
+		// (budgetapi.Client.Pressure).
+		g, _, _ := c.ask(n, budget.Request{Node: n.id, Subnets: v.Subnets, Exhausted: v.Exhausted})
+		p := g.Pressure
 		if !slices.Equal(p, last) {
 			n.step(nodestate.SubnetPressure{Subnets: p})
 		}

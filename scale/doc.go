@@ -43,5 +43,10 @@
 // is left out (a 5 ms round trip stands in for it). The agent's own side
 // of the budget (agent/budget.go, budgetapi.Client) does not run here:
 // its Acquire waits until the controller grants, and nothing on the event
-// queue can wait, so the driver asks the ledger itself, in its Effects.
+// queue can wait, so the driver asks the ledger itself, in its Effects,
+// as the client does (scale/failover.go: the refusals to report, going
+// alone on the node's own buckets, holding jobs through a failover). In
+// the failover scenario the controller is two replicas electing a
+// leader on a Lease with client-go's timings, and the leader dies
+// mid-join.
 package scale

@@ -46,6 +46,10 @@ type node struct {
 	// probeCalls counts the EC2 calls the agent's IAM preflight made
 	// (DryRun probes and its read of the primary ENI) since measure.
 	probeCalls int
+	// bc is the agent's budget client, which outlives the agent's runs
+	// here (a restart would forget it; no scenario restarts an agent
+	// while its controller fails over).
+	bc clientState
 }
 
 // agentProc is one run of the agent on a node: vpcnetd's own agent,

@@ -2,6 +2,8 @@ package scale
 
 import (
 	"fmt"
+
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"io"
 	"maps"
 	"slices"
@@ -73,6 +75,67 @@ type Report struct {
 	OtherShare   float64
 	OtherCalls   int
 	OtherRefused map[string]int
+	// Failover is the failover scenario's figures; nil in the others.
+	Failover *FailoverReport
+	// podWaits are the measured pods' waits by name.
+	podWaits map[string]time.Duration
+}
+
+// FailoverReport is what the budget controller's failover cost.
+type FailoverReport struct {
+	// At is when the leader died, from the start of the measured phase;
+	// Takeover how long after that its successor first answered.
+	At, Takeover time.Duration
+	// Refused counts the agents' asks that found no leader answering
+	// (dead, or not leading yet); AloneJobs the jobs that then called
+	// EC2 on their node's own budget, on AloneNodes nodes.
+	Refused, AloneJobs, AloneNodes int
+	// Held counts the asks that waited for the next leader instead.
+	Held int
+	// RequestLimitExceeded answers before the leader died, until its
+	// successor answered, and after.
+	ThrottledBefore, ThrottledDuring, ThrottledAfter int
+	// Compared says the same join ran without a failover (same seed):
+	// BaselineLast is its last pod; MaxExtra the most any pod waited
+	// longer than there (MaxExtraPod which); Target the Lease's takeover
+	// time plus one attach, and OverTarget the pods whose extra wait
+	// passed it.
+	Compared     bool
+	BaselineLast time.Duration
+	MaxExtra     time.Duration
+	MaxExtraPod  string
+	Target       time.Duration
+	OverTarget   int
+	// ExtraP50, ExtraP90, ExtraP99 are the pods' extra waits (negative:
+	// sooner than without the failover).
+	ExtraP50, ExtraP90, ExtraP99 time.Duration
+}
+
+// compare measures each pod's extra wait against base, the same join
+// without a failover.
+func (f *FailoverReport) compare(base, rep *Report) {
+	f.Compared, f.BaselineLast = true, base.LastAddress
+	f.Target = f.Takeover + rep.Account.AttachDelay
+	var extra []time.Duration
+	for _, name := range slices.Sorted(maps.Keys(rep.podWaits)) {
+		w := rep.podWaits[name]
+		b, ok := base.podWaits[name]
+		if !ok {
+			continue
+		}
+		extra = append(extra, w-b)
+		if x := w - b; x > f.MaxExtra {
+			f.MaxExtra, f.MaxExtraPod = x, name
+		}
+		if w-b > f.Target {
+			f.OverTarget++
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		at := func(q float64) time.Duration { return extra[min(len(extra)-1, int(q*float64(len(extra))))] }
+		f.ExtraP50, f.ExtraP90, f.ExtraP99 = at(0.5), at(0.9), at(0.99)
+	}
 }
 
 // fill computes the figures at the end of the run.
@@ -144,6 +207,41 @@ func (r *run) fill(rep *Report) {
 	if r.other != nil {
 		rep.OtherCalls, rep.OtherRefused = r.other.sent, r.other.refused
 	}
+	rep.podWaits = r.podWaits
+	if r.budget != nil && r.budget.el != nil {
+		rep.Failover = r.failoverFigures()
+	}
+}
+
+func (r *run) failoverFigures() *FailoverReport {
+	e := r.budget.el
+	f := &FailoverReport{At: e.killedAt.Sub(r.start), Refused: e.refused}
+	end := e.tookOver
+	if !e.tookOver.IsZero() {
+		f.Takeover = e.tookOver.Sub(e.killedAt)
+	} else {
+		end = r.now().Add(time.Nanosecond)
+	}
+	for _, n := range r.nodes {
+		f.AloneJobs += n.bc.alone
+		f.Held += n.bc.held
+		if n.bc.alone > 0 {
+			f.AloneNodes++
+		}
+		n.tr.mu.Lock()
+		for _, t := range n.tr.throttledAt {
+			switch {
+			case e.killedAt.IsZero() || t.Before(e.killedAt):
+				f.ThrottledBefore++
+			case t.Before(end):
+				f.ThrottledDuring++
+			default:
+				f.ThrottledAfter++
+			}
+		}
+		n.tr.mu.Unlock()
+	}
+	return f
 }
 
 // lowerBound is max over actions of (needed − burst) ÷ refill, plus one
@@ -200,6 +298,23 @@ func (rep *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "| pods that waited while their node was throttled | %d, %s in all, longest %s |\n", rep.ThrottledPods, fmtDur(rep.ThrottledWait), fmtDur(rep.ThrottledMax))
 	if rep.OtherShare > 0 {
 		fmt.Fprintf(w, "| the other client's calls refused (RequestLimitExceeded) | %d of %d (%s) |\n", sum(rep.OtherRefused), rep.OtherCalls, fmtCounts(rep.OtherRefused))
+	}
+	if f := rep.Failover; f != nil {
+		fmt.Fprintf(w, "| the leader died at | %s |\n", fmtDur(f.At))
+		if f.Takeover > 0 {
+			fmt.Fprintf(w, "| its successor answered after (Lease %s, renew deadline %s, retry %s) | %s |\n", leaseDuration, renewDeadline, retryPeriod, fmtDur(f.Takeover))
+		} else {
+			fmt.Fprintf(w, "| its successor answered | never |\n")
+		}
+		fmt.Fprintf(w, "| agents' asks no leader answered | %d |\n", f.Refused)
+		fmt.Fprintf(w, "| asks held for the next leader (each a retry after at most %s) | %d |\n", budgetapi.ElectionPause, f.Held)
+		fmt.Fprintf(w, "| jobs that called EC2 on their node's own budget (no controller answered) | %d, on %d nodes |\n", f.AloneJobs, f.AloneNodes)
+		fmt.Fprintf(w, "| RequestLimitExceeded before the death / until the successor answered / after | %d / %d / %d |\n", f.ThrottledBefore, f.ThrottledDuring, f.ThrottledAfter)
+		if f.Compared {
+			fmt.Fprintf(w, "| the same join without a failover (same seed): last pod | %s |\n", fmtDur(f.BaselineLast))
+			fmt.Fprintf(w, "| pods' extra wait over that join's: p50 / p90 / p99 / max (%s) | %s / %s / %s / %s |\n", f.MaxExtraPod, fmtSigned(f.ExtraP50), fmtSigned(f.ExtraP90), fmtSigned(f.ExtraP99), fmtDur(f.MaxExtra))
+			fmt.Fprintf(w, "| pods whose extra wait passed the takeover plus one attach (%s) | %d |\n", fmtDur(f.Target), f.OverTarget)
+		}
 	}
 	fmt.Fprintf(w, "| ADDs answered with an error (kubelet retried each after 10-15 s) | %d (%s per measured pod; each a FailedCreatePodSandBox event and a sandbox made again) |\n", rep.AddFailures, perPod(rep.AddFailures, rep.Pods))
 	fmt.Fprintf(w, "| mutating EC2 calls (DryRun probes not counted) | %d |\n", rep.Mutating)
@@ -267,6 +382,14 @@ func fmtCounts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", a, m[a]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// fmtSigned is fmtDur for a duration that may be negative.
+func fmtSigned(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDur(-d)
+	}
+	return fmtDur(d)
 }
 
 func fmtDur(d time.Duration) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vpcnet/vpcnet/budget"
 	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/limits"
@@ -57,6 +58,21 @@ type Options struct {
 	// controller, each of which grants 90% of the account's buckets).
 	// The shared scenario's default is 0.3.
 	OtherShare float64
+	// FailoverAt is when, in the failover scenario's measured phase, the
+	// budget controller's leader dies. Default: half the join's lower
+	// bound.
+	FailoverAt time.Duration
+	// NoBaseline leaves out the failover scenario's join without a
+	// failover (same seed), against which each pod's extra wait is
+	// measured.
+	NoBaseline bool
+	// NoHold gives the agents' budget client as it was before it held
+	// jobs through a failover: each failure sends the node alone.
+	NoHold bool
+	// NoHorizon gives the budget controller as it was before its grants
+	// were bounded by a horizon (budget.Config.Horizon), in every
+	// scenario.
+	NoHorizon bool
 }
 
 // The agent's settings are production's (config's defaults, subnet
@@ -82,6 +98,7 @@ var Scenarios = []Scenario{
 	{Name: "churn", Summary: "pod churn on nodes whose subnet is nearly full", Nodes: 200, PodsPerNode: 20, play: playChurn},
 	{Name: "bursts", Summary: "bursts of pods a minute and a half apart, each gone 30 s later, for the churn time", Nodes: 100, PodsPerNode: 20, play: playBursts},
 	{Name: "shared", Summary: "nodes join at once while another client of the account spends a share of every mutating bucket", Nodes: 1000, PodsPerNode: 30, play: playShared},
+	{Name: "failover", Summary: "nodes join at once and the budget controller's leader dies mid-join; the standby takes the Lease over", Nodes: 1000, PodsPerNode: 30, play: playFailover},
 	{Name: "steady", Summary: "an idle cluster for an hour: what each node spends doing nothing", Nodes: 1000, PodsPerNode: 30, play: playSteady},
 }
 
@@ -122,6 +139,8 @@ type run struct {
 	budget *controller
 	// other is the account's other client, in the shared scenario.
 	other *otherClient
+	// podWaits are the measured pods' waits by name.
+	podWaits map[string]time.Duration
 }
 
 func (r *run) now() time.Time { return r.clk.Now() }
@@ -142,6 +161,7 @@ func (r *run) podDone(p *pod) {
 	r.lastAddr = r.now()
 	w := p.addrAt.Sub(p.created)
 	r.waits = append(r.waits, w)
+	r.podWaits[p.name] = w
 	if p.n.tr.throttledBetween(p.created, p.addrAt) {
 		r.throttledWaits = append(r.throttledWaits, w)
 	}
@@ -176,6 +196,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Nodes <= 0 {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
+	var baseline *Report
+	if sc.Name == "failover" {
+		if !o.Budget {
+			return nil, fmt.Errorf("the failover scenario fails the budget controller over: it needs --budget")
+		}
+		if !o.NoBaseline {
+			// The same join with no failover, for each pod's extra wait.
+			b := o
+			b.Scenario, b.FailoverAt = "join", 0
+			var err error
+			if baseline, err = Run(ctx, b); err != nil {
+				return nil, fmt.Errorf("the join without a failover: %w", err)
+			}
+		}
+	}
 	cfg, err := config.Load(func(k string) (string, bool) {
 		v, ok := o.Settings[k]
 		return v, ok
@@ -184,7 +219,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("agent settings: %w", err)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &run{ctx: ctx, opts: o, cfg: cfg, rng: rand.New(rand.NewPCG(o.Seed, 0x7363616c65)), clk: clock.NewManual(start)}
+	r := &run{ctx: ctx, opts: o, cfg: cfg, rng: rand.New(rand.NewPCG(o.Seed, 0x7363616c65)), clk: clock.NewManual(start),
+		podWaits: map[string]time.Duration{}}
 	subnets, bits := (o.Nodes+249)/250, 16 // a /16 per 250 nodes: room for every pod
 	if sc.Name == "churn" {
 		// One subnet a little smaller than the nodes' pods plus one warm
@@ -200,7 +236,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	ec2 := r.cloud.EC2Handler()
 	for i := range o.Nodes {
 		id := instanceID(i)
-		n := &node{r: r, idx: i, id: id, host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}, disk: &nodeDisk{}}
+		n := &node{r: r, idx: i, id: id, host: &host{routes: map[netip.Addr]string{}}, pods: map[string]*pod{}, disk: &nodeDisk{}, bc: clientState{addr: -1}}
 		n.tr = newTransport(ec2, r.cloud.IMDSHandler(id), r.clk.Now)
 		if n.client, err = newClient(ctx, n.tr, id); err != nil {
 			return nil, fmt.Errorf("node %s: EC2 client: %w", id, err)
@@ -223,6 +259,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, r.err
 	}
 	r.fill(rep)
+	if baseline != nil {
+		rep.Failover.compare(baseline, rep)
+	}
 	return rep, r.err
 }
 
@@ -309,7 +348,7 @@ func (r *run) measure() {
 	}
 	r.start = r.now()
 	if r.opts.Budget {
-		r.budget = newController(acc)
+		r.budget = newController(r.budgetConfig())
 		for _, n := range r.nodes {
 			if n.agent != nil {
 				r.budget.watchPressure(n, n.gen, nil)
@@ -318,6 +357,7 @@ func (r *run) measure() {
 	}
 	r.lastAddr = time.Time{}
 	r.waits, r.throttledWaits, r.addFailures, r.booted = nil, nil, 0, 0
+	r.podWaits = map[string]time.Duration{}
 	r.waiting = 0
 	for _, n := range r.nodes {
 		n.tr.reset()
@@ -413,6 +453,29 @@ func playShared(r *run) {
 	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
 	r.untilPods(r.opts.Limit)
 	oc.stop()
+}
+
+// budgetConfig is the controller's Ledger for the run.
+func (r *run) budgetConfig() budget.Config {
+	cfg := r.opts.Account.budgetConfig()
+	if r.opts.NoHorizon {
+		cfg.Horizon = 0
+	}
+	return cfg
+}
+
+// playFailover is the join with the budget controller's two replicas
+// electing a leader on a Lease; the leader dies at failoverAt, and the
+// standby takes over once the Lease has gone unrenewed for its duration.
+func playFailover(r *run) {
+	r.measure()
+	r.need(func(int) int { return r.opts.PodsPerNode }, true)
+	el := newElection(r, r.budgetConfig())
+	r.budget.el, r.budget.l, r.budget.noHold = el, nil, r.opts.NoHold
+	r.q.at(r.start.Add(failoverAt(r.opts, r.lowerBound())), el.kill)
+	r.bootAll()
+	r.addPods(func(int) int { return r.opts.PodsPerNode }, "p")
+	r.untilPods(r.opts.Limit)
 }
 
 func playScaleUp(r *run) {

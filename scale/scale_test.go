@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/leaderelection"
+
+	budgetctl "github.com/vpcnet/vpcnet/budget/controller"
 	"github.com/vpcnet/vpcnet/sim/simtest"
 )
 
@@ -213,5 +216,60 @@ func TestAFailedADDIsRetriedAfterKubeletsPodWorkerBackoff(t *testing.T) {
 	}
 	if lo < 10*time.Second || hi >= 15*time.Second || lo > 10500*time.Millisecond || hi < 14500*time.Millisecond {
 		t.Errorf("retries came after %s to %s; want spread over 10 s to 15 s", lo, hi)
+	}
+}
+
+// The failover scenario's election runs on the controller's default
+// timings.
+func TestTheElectionModelHasTheControllersTimings(t *testing.T) {
+	s, err := budgetctl.Load([]string{"POD_NAME=p", "POD_NAMESPACE=kube-system", "POD_IP=10.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LeaseDuration != leaseDuration || s.RenewDeadline != renewDeadline || s.RetryPeriod != retryPeriod {
+		t.Errorf("controller's Lease %v, renew deadline %v, retry %v; the model's %v, %v, %v", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, leaseDuration, renewDeadline, retryPeriod)
+	}
+	if h, _, c := s.Horizon(); h != grantHorizon || h != DefaultAccount().budgetConfig().Horizon || c != termCredit {
+		t.Errorf("controller's horizon %v, credit %v; the model's %v, %v", h, c, grantHorizon, termCredit)
+	}
+	if leaderelection.JitterFactor != retryJitter {
+		t.Errorf("client-go's jitter %v; the model's %v", leaderelection.JitterFactor, retryJitter)
+	}
+}
+
+// The budget controller's leader dies mid-join: the agents hold their
+// jobs for the standby instead of going alone, which EC2 would refuse
+// (360 refusals at 100 nodes before: --hold=false), the standby's term
+// grants none of the last term's tokens again, and the join ends no
+// later than the takeover time plus one attach after the same join
+// without a failover, give or take kubelet's retry of a failed ADD.
+func TestAFailoverMidJoinHoldsJobsForTheNextLeader(t *testing.T) {
+	simtest.IsolateAWSEnv(t)
+	t.Setenv("AWS_CA_BUNDLE", "")
+	rep, err := Run(context.Background(), Options{Scenario: "failover", Nodes: 100, Seed: 1, Budget: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	t.Log("\n" + b.String())
+	f := rep.Failover
+	if rep.Unaddressed != 0 || rep.Pods != 100*30 {
+		t.Errorf("%d pods addressed, %d not; want all 3000", rep.Pods, rep.Unaddressed)
+	}
+	if n := total(rep.Throttled); n != 0 {
+		t.Errorf("%d RequestLimitExceeded (%v); want none", n, rep.Throttled)
+	}
+	if f.AloneJobs != 0 || f.Held == 0 {
+		t.Errorf("%d jobs alone, %d asks held; want every job held for the next leader", f.AloneJobs, f.Held)
+	}
+	// client-go's candidate looks every 2 to 4.4 s and needs one look
+	// to see the last renewal.
+	if max := leaseDuration + 2*time.Duration((1+retryJitter)*float64(retryPeriod)); f.Takeover < leaseDuration-retryPeriod || f.Takeover > max {
+		t.Errorf("takeover %v; want the Lease's duration, within %v", f.Takeover, max)
+	}
+	kubelet := 15 * time.Second
+	if !f.Compared || rep.LastAddress > f.BaselineLast+f.Target+kubelet {
+		t.Errorf("last pod at %v, %v without the failover; want at most the takeover plus one attach (%v) and kubelet's retry later", rep.LastAddress, f.BaselineLast, f.Target)
 	}
 }

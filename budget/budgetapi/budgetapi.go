@@ -42,16 +42,19 @@ type Answer struct {
 	DeferredMs int64 `json:"deferredMs,omitempty"`
 	// Pressure are the request's subnets that are nearly full.
 	Pressure []string `json:"pressure,omitempty"`
+	// Ticket, with DeferredMs, holds the request's booked slot: ask
+	// again with it.
+	Ticket uint64 `json:"ticket,omitempty"`
 }
 
 // AnswerOf encodes a grant.
 func AnswerOf(g budget.Grant) Answer {
-	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred), Pressure: g.Pressure}
+	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred), Pressure: g.Pressure, Ticket: g.Ticket}
 }
 
 // Grant decodes an answer.
 func (a Answer) Grant() budget.Grant {
-	return budget.Grant{Wait: time.Duration(a.WaitMs) * time.Millisecond, Deferred: time.Duration(a.DeferredMs) * time.Millisecond, Pressure: a.Pressure}
+	return budget.Grant{Wait: time.Duration(a.WaitMs) * time.Millisecond, Deferred: time.Duration(a.DeferredMs) * time.Millisecond, Pressure: a.Pressure, Ticket: a.Ticket}
 }
 
 func ceilMs(d time.Duration) int64 {

@@ -81,6 +81,8 @@ type fakeController struct {
 	fail    bool
 	// notLeading answers as a replica that does not lead.
 	notLeading bool
+	// refuse answers 403, as for a token that is no agent's.
+	refuse bool
 }
 
 func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +94,10 @@ func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	if err != nil || f.fail {
 		http.Error(w, "broken", http.StatusInternalServerError)
+		return
+	}
+	if f.refuse {
+		http.Error(w, "not an agent", http.StatusForbidden)
 		return
 	}
 	if f.notLeading {
@@ -174,7 +180,7 @@ func TestWithoutAControllerTheClientStepsAsideForAWhile(t *testing.T) {
 		aside   time.Duration
 	}{
 		{"controller broken", func(f *fakeController) { f.fail = true }, 30 * time.Second},
-		{"replica not leading yet", func(f *fakeController) { f.notLeading = true }, electionPause},
+		{"replica not leading yet", func(f *fakeController) { f.notLeading = true }, ElectionPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeController{}

@@ -31,6 +31,14 @@ const (
 // aside for a while and the agent behaves as it does on its own: its
 // per-process buckets and its backoff after a throttle. The cluster
 // degrades to per-node behaviour, never to a node that cannot grow.
+//
+// A controller that was answering and stops is most likely failing over
+// (its leader died; the standby takes the Lease over within about one
+// lease duration): then the client holds its jobs, asking again every
+// ElectionPause, for up to DefaultFailoverHold before it goes alone. A
+// thousand nodes going alone at once in a join are a storm of
+// RequestLimitExceeded that outlasts the failover by minutes (every
+// node's growth backoff), where holding costs each job the takeover.
 // It is safe for concurrent use.
 type Client struct {
 	node     string
@@ -41,6 +49,7 @@ type Client struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	alone    time.Duration
+	hold     time.Duration
 	observe  func(outcome string, waited time.Duration)
 
 	// mu guards the fields below; never held across a request.
@@ -49,6 +58,12 @@ type Client struct {
 	addr string
 	// aloneUntil is when to try the controller again after a failure.
 	aloneUntil time.Time
+	// hadLeader says a controller answered since the client last gave
+	// up holding jobs: a failure now is taken for a failover.
+	hadLeader bool
+	// holdUntil, while a failover is under way, is when the client stops
+	// holding jobs and goes alone.
+	holdUntil time.Time
 	// throttled are actions EC2 refused since the last request.
 	throttled []string
 	// lastErr is why the controller last failed to answer.
@@ -76,8 +91,11 @@ type ClientOptions struct {
 	// hold up pods longer than going alone would.
 	Timeout time.Duration
 	// Alone is how long the agent goes alone after the controller failed
-	// to answer (default 30 s).
+	// to answer (default DefaultAlone).
 	Alone time.Duration
+	// FailoverHold is how long the client holds jobs after a controller
+	// that was answering stopped (default DefaultFailoverHold).
+	FailoverHold time.Duration
 	// Observe sees each Acquire's outcome and how long it waited.
 	Observe func(outcome string, waited time.Duration)
 }
@@ -85,7 +103,7 @@ type ClientOptions struct {
 // NewClient returns a Client.
 func NewClient(o ClientOptions) *Client {
 	c := &Client{node: o.Node, endpoint: o.Endpoint, token: o.Token, http: o.HTTP, clk: o.Clock, log: o.Log,
-		timeout: o.Timeout, alone: o.Alone, observe: o.Observe}
+		timeout: o.Timeout, alone: o.Alone, hold: o.FailoverHold, observe: o.Observe}
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -99,7 +117,10 @@ func NewClient(o ClientOptions) *Client {
 		c.timeout = 2 * time.Second
 	}
 	if c.alone <= 0 {
-		c.alone = 30 * time.Second
+		c.alone = DefaultAlone
+	}
+	if c.hold <= 0 {
+		c.hold = DefaultFailoverHold
 	}
 	return c
 }
@@ -154,14 +175,23 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 		return nil
 	}
 	start := c.clk.Now()
+	// ticket holds a slot booked beyond the controller's horizon; a
+	// leader that does not know it books the request afresh.
+	var ticket uint64
 	for {
-		g, ok := c.ask(ctx, budget.Request{Node: c.node, Actions: actions, Urgent: urgent()})
-		if !ok {
+		g, ok, retry := c.ask(ctx, budget.Request{Node: c.node, Actions: actions, Urgent: urgent(), Ticket: ticket})
+		if !ok && retry == 0 {
 			c.done(Alone, start)
 			return ctx.Err()
 		}
+		if ok {
+			ticket = g.Ticket
+		}
 		d := g.Wait
-		if !g.Granted() {
+		switch {
+		case !ok:
+			d = retry // a failover: ask the next leader
+		case !g.Granted():
 			d = g.Deferred
 		}
 		if d > 0 {
@@ -173,7 +203,7 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 				return ctx.Err()
 			}
 		}
-		if g.Granted() {
+		if ok && g.Granted() {
 			c.done(Granted, start)
 			return nil
 		}
@@ -184,7 +214,7 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 // which of its subnets are nearly full. Without a controller to ask it
 // says none: the node keeps its warm pool, as it does on its own.
 func (c *Client) Pressure(ctx context.Context, subnets, exhausted []string) []string {
-	g, ok := c.ask(ctx, budget.Request{Node: c.node, Subnets: subnets, Exhausted: exhausted})
+	g, ok, _ := c.ask(ctx, budget.Request{Node: c.node, Subnets: subnets, Exhausted: exhausted})
 	if !ok {
 		return nil
 	}
@@ -208,17 +238,37 @@ func (c *Client) done(outcome string, start time.Time) {
 // or just ended.
 var errNotLeader = errors.New("an election is under way")
 
-// electionPause is how long the agent steps aside after asking a replica
+// errRefused: the controller answered and refused the request (4xx: the
+// token, the request): no failover, and no next leader would answer it
+// otherwise, so the job goes alone at once.
+var errRefused = errors.New("refused by the controller")
+
+// DefaultFailoverHold is how long the client holds jobs after a
+// controller that was answering stopped, waiting for the next leader,
+// before it goes alone: a crashed leader's Lease is taken over about
+// one lease duration (15 s) after its last renewal, by a candidate that
+// retries every 2 to 4.4 s (retry period 2 s, client-go's jitter 1.2)
+// and needs one retry to see the last renewal: at most 15 + 2 × 4.4 s,
+// plus an ElectionPause before the client looks again.
+const DefaultFailoverHold = 30 * time.Second
+
+// DefaultAlone is how long the agent goes alone after the controller
+// failed to answer, unless ClientOptions.Alone says otherwise.
+const DefaultAlone = 30 * time.Second
+
+// ElectionPause is how long the agent steps aside after asking a replica
 // that does not lead: about one retry period of the election, after which
 // the Lease names the leader that knows it leads.
-const electionPause = 2 * time.Second
+const ElectionPause = 2 * time.Second
 
-// ask makes one request; ok is false when the agent should go alone.
-func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bool) {
+// ask makes one request. Without an answer (ok false) retry, when not
+// zero, says a failover is under way and the job should ask again after
+// it; zero sends the job alone.
+func (c *Client) ask(parent context.Context, r budget.Request) (g budget.Grant, ok bool, retry time.Duration) {
 	c.mu.Lock()
 	if c.clk.Now().Before(c.aloneUntil) {
 		c.mu.Unlock()
-		return budget.Grant{}, false
+		return budget.Grant{}, false, 0
 	}
 	addr := c.addr
 	r.Throttled, c.throttled = c.throttled, nil
@@ -230,25 +280,41 @@ func (c *Client) ask(parent context.Context, r budget.Request) (budget.Grant, bo
 	if err == nil {
 		c.mu.Lock()
 		c.answered++
+		if !c.holdUntil.IsZero() {
+			c.log.Info("budget controller answering again", "held", c.clk.Now().Sub(c.holdUntil.Add(-c.hold)))
+		}
+		c.hadLeader, c.holdUntil = true, time.Time{}
 		c.mu.Unlock()
-		return g, true
+		return g, true, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.noteThrottled(r.Throttled...) // still to report
 	if parent.Err() != nil {
-		return budget.Grant{}, false // the job is cancelled, not the controller gone
+		return budget.Grant{}, false, 0 // the job is cancelled, not the controller gone
 	}
 	c.addr = "" // look the leader up again next time
+	c.lastErr = err
+	now := c.clk.Now()
+	if c.hadLeader && !errors.Is(err, errRefused) {
+		if c.holdUntil.IsZero() {
+			c.holdUntil = now.Add(c.hold)
+			c.log.Warn("budget controller stopped answering; holding EC2 calls for its next leader",
+				"max", c.hold, "err", err)
+		}
+		if now.Before(c.holdUntil) {
+			return budget.Grant{}, false, min(ElectionPause, c.holdUntil.Sub(now))
+		}
+		c.hadLeader, c.holdUntil = false, time.Time{}
+	}
 	alone := c.alone
 	if errors.Is(err, errNotLeader) {
-		alone = min(alone, electionPause)
+		alone = min(alone, ElectionPause)
 	}
-	c.aloneUntil = c.clk.Now().Add(alone)
-	c.lastErr = err
+	c.aloneUntil = now.Add(alone)
 	c.log.Warn("budget controller did not answer; calling EC2 on this node's own budget for a while",
 		"for", alone, "err", err)
-	return budget.Grant{}, false
+	return budget.Grant{}, false, 0
 }
 
 func (c *Client) post(ctx context.Context, addr string, r budget.Request) (budget.Grant, error) {
@@ -288,6 +354,9 @@ func (c *Client) post(ctx context.Context, addr string, r budget.Request) (budge
 		err := fmt.Errorf("ask %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
 		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(NotLeaderHeader) != "" {
 			err = fmt.Errorf("%w (%w)", err, errNotLeader)
+		}
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			err = fmt.Errorf("%w (%w)", err, errRefused)
 		}
 		return budget.Grant{}, err
 	}

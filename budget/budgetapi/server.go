@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vpcnet/vpcnet/budget"
 	"github.com/vpcnet/vpcnet/clock"
@@ -68,9 +69,12 @@ func (s *Server) Reserve(r budget.Request) budget.Grant {
 
 // StartTerm tells the ledger it takes over the schedule now (see
 // budget.Ledger.StartTerm): call it when this replica starts leading.
-func (s *Server) StartTerm() {
+// The buckets are taken as empty at now+offset: negative when the last
+// leader's grants surely ended that long ago (the refill since is
+// there), positive when they may still run that long.
+func (s *Server) StartTerm(offset time.Duration) {
 	s.mu.Lock()
-	s.ledger.StartTerm(s.clk.Now())
+	s.ledger.StartTerm(s.clk.Now().Add(offset))
 	s.mu.Unlock()
 }
 

@@ -8,8 +8,13 @@
 //
 // The controller holds no state worth keeping: a new leader starts a
 // schedule of its own with every bucket taken as spent (the last leader
-// may have granted a whole burst before it stopped), and an agent that cannot reach any leader calls EC2 on
-// its own budget, as it does with no controller installed.
+// may have granted a whole burst before it stopped). No grant reaches
+// further ahead than the Lease's timings allow (Settings.Horizon), so
+// none of the last leader's is still to run when the next term starts.
+// Agents hold their jobs while the leader fails over
+// (budgetapi.DefaultFailoverHold); an agent that cannot reach any leader
+// for longer calls EC2 on its own budget, as it does with no controller
+// installed.
 //
 // # API access (for the Role and ClusterRole in deploy/vpcnet.yaml)
 //
@@ -115,7 +120,19 @@ func Run(ctx context.Context, o Options) error {
 	identity := budgetapi.HolderIdentity(s.Pod, s.Endpoint())
 
 	var leading, observed atomic.Bool
+	// Grants no further ahead than the Lease's timings allow, and only
+	// while the last renewal is fresh, so none of this term's runs into
+	// the next (Settings.Horizon).
+	var fresh, credit time.Duration
+	s.Budget.Horizon, fresh, credit = s.Horizon()
 	ledger := budget.New(s.Budget)
+	// elector is the election running now; renewed says its last
+	// renewal of the Lease is at most fresh old.
+	var elector atomic.Pointer[leaderelection.LeaderElector]
+	renewed := func() bool {
+		le := elector.Load()
+		return le != nil && le.Check(fresh-s.LeaseDuration) == nil
+	}
 	var srv *budgetapi.Server
 	m, err := newMetrics(reg, s.Budget, func() []budget.ActionStats { return srv.Stats() })
 	if err != nil {
@@ -123,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	authz := NewAuthorizer(cs.AuthenticationV1().TokenReviews(), AuthorizerOptions{Allowed: s.Clients, Now: clk.Now})
 	srv = budgetapi.NewServer(ledger, clk, budgetapi.ServerOptions{
-		Leading:   leading.Load,
+		Leading:   func() bool { return leading.Load() && renewed() },
 		Authorize: countedAuth(authz.Authorize, m, log),
 		Observe:   m.observe,
 	})
@@ -147,7 +164,7 @@ func Run(ctx context.Context, o Options) error {
 		Name:            "vpcnet-budget",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				srv.StartTerm() // the last leader may have spent every burst
+				srv.StartTerm(-credit) // the last leader may have spent every burst
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())
@@ -207,6 +224,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("leader election: %w", err) // checked above; cannot happen
 		}
 		watchdog.SetLeaderElection(le)
+		elector.Store(le)
 		le.Run(ctx) // returns once it stops leading, the Lease released when ctx ended
 		if ctx.Err() == nil {
 			log.Warn("lost the Lease; standing again", "lease", s.Namespace+"/"+s.Lease)

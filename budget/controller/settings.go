@@ -176,6 +176,30 @@ func (s Settings) check() error {
 	return s.Budget.Validate()
 }
 
+// minHorizon is the shortest grant horizon: shorter, and most of a
+// join's requests would come back twice.
+const minHorizon = time.Second
+
+// Horizon is how far ahead of now the leader grants calls
+// (budget.Config.Horizon); fresh how long after its last renewal of the
+// Lease the leader still grants (two retry periods: one renewal may be
+// slow); and credit how long before its own term starts a new leader
+// may take the buckets as empty (negative: how long after).
+//
+// A leader grants only while its last renewal is at most fresh old, so
+// its grants have all been made by fresh + horizon after that renewal,
+// crashed or cut off from the API server. A standby takes the Lease
+// over no sooner than LeaseDuration after it saw that renewal: the
+// buckets have refilled, untouched by the last leader, for LeaseDuration
+// − fresh − horizon (8 s with the defaults) when the next term starts,
+// and the new leader may count that refill, instead of losing it and
+// more to the takeover.
+func (s Settings) Horizon() (horizon, fresh, credit time.Duration) {
+	fresh = 2 * s.RetryPeriod
+	horizon = max(s.LeaseDuration-s.RenewDeadline-s.RetryPeriod, minHorizon)
+	return horizon, fresh, s.LeaseDuration - fresh - horizon
+}
+
 // Endpoint is the address agents reach this replica on.
 func (s Settings) Endpoint() string {
 	return net.JoinHostPort(s.PodIP.String(), strconv.Itoa(s.Port))

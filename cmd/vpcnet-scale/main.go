@@ -45,9 +45,16 @@ func run() error {
 	flag.Float64Var(&o.OtherShare, "other-share", 0, "the share (0 to 1) of every mutating bucket's refill another client of the account spends, unknown to the budget controller (0: none; the shared scenario's default 0.3)")
 	flag.StringVar(&settings, "set", "", "agent settings as NAME=VALUE,... (e.g. WARM_IP_TARGET=5, ENABLE_SUBNET_DISCOVERY=false); the rest are production's defaults")
 	preflight := flag.Bool("preflight", true, "run the agents' IAM preflight, as vpcnetd does at every start (DryRun probes, or the record of a passed one); --preflight=false leaves it out")
+	flag.DurationVar(&o.FailoverAt, "failover-at", 0, "failover: when the budget controller's leader dies, from the start (0: half the join's lower bound)")
+	baseline := flag.Bool("baseline", true, "failover: run the same join without a failover first (same seed), to measure each pod's extra wait")
+	hold := flag.Bool("hold", true, "failover: the agents' budget client holds jobs while the controller fails over (DefaultFailoverHold); --hold=false: it goes alone at the first failure, as it did before")
+	horizon := flag.Bool("horizon", true, "the budget controller grants no further ahead than its Lease timings allow; --horizon=false: any distance ahead, as it did before")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
 	o.NoPreflight = !*preflight
+	o.NoBaseline = !*baseline
+	o.NoHold = !*hold
+	o.NoHorizon = !*horizon
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

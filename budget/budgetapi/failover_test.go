@@ -1,0 +1,162 @@
+package budgetapi
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vpcnet/vpcnet/budget"
+	"github.com/vpcnet/vpcnet/clock"
+)
+
+// A controller that answered and then stops is failing over: the job
+// waits for the next leader, asking every ElectionPause, and goes when it
+// grants. Without an answer for DefaultFailoverHold the job goes alone,
+// and so do the next ones at once, until a controller answers again.
+// Before, the first failure sent every node of a join alone, a storm of
+// RequestLimitExceeded (BENCHMARKS.md, the failover scenario).
+func TestAFailoverHoldsJobsForTheNextLeader(t *testing.T) {
+	f := &fakeController{}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	var mu sync.Mutex // guards lookups and outcomes
+	lookups := 0
+	var outcomes []string
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+		Endpoint: func(context.Context) (string, error) {
+			mu.Lock()
+			lookups++
+			mu.Unlock()
+			return strings.TrimPrefix(hs.URL, "http://"), nil
+		},
+		Observe: func(o string, _ time.Duration) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() }})
+	never := func() bool { return false }
+	acquire := func() <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never) }()
+		return done
+	}
+	armed := func(at time.Time) func() bool {
+		return func() bool { due, ok := clk.NextDue(); return ok && due.Equal(at) }
+	}
+	broken := func(b bool) { f.mu.Lock(); f.fail = b; f.mu.Unlock() }
+	if err := <-acquire(); err != nil {
+		t.Fatal(err)
+	}
+
+	broken(true) // the leader died
+	done := acquire()
+	waitFor(t, armed(t0.Add(ElectionPause)))
+	clk.Advance(ElectionPause)
+	waitFor(t, armed(t0.Add(2*ElectionPause)))
+	select {
+	case <-done:
+		t.Fatal("the job went while the controller failed over; want it held for the next leader")
+	default:
+	}
+	broken(false) // the standby took over
+	clk.Advance(ElectionPause)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if lookups != 3 || !slices.Equal(outcomes, []string{Granted, Granted}) {
+		t.Errorf("%d lookups, outcomes %v; want the Lease read again at both asks after the failure, and both jobs granted", lookups, outcomes)
+	}
+	mu.Unlock()
+
+	broken(true) // and no leader comes
+	start := clk.Now()
+	done = acquire()
+	for clk.Now().Sub(start) < DefaultFailoverHold {
+		waitFor(t, func() bool { _, ok := clk.NextDue(); return ok })
+		due, _ := clk.NextDue()
+		clk.Advance(due.Sub(clk.Now()))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acquire(); err != nil { // alone at once: the hold is spent
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{Granted, Granted, Alone, Alone}; !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes %v; want %v", outcomes, want)
+	}
+	if held := clk.Now().Sub(start); held != DefaultFailoverHold {
+		t.Errorf("held %v with no leader; want %v", held, DefaultFailoverHold)
+	}
+}
+
+// A request deferred with a ticket comes back with it: its slot is
+// booked beyond the controller's horizon.
+func TestADeferredTicketIsSentBack(t *testing.T) {
+	f := &fakeController{answers: []budget.Grant{{Deferred: time.Second, Ticket: 7}, {Wait: time.Millisecond}}}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() bool { return true })
+	}()
+	for _, at := range []time.Duration{time.Second, time.Second + time.Millisecond} {
+		waitFor(t, func() bool { due, ok := clk.NextDue(); return ok && due.Equal(t0.Add(at)) })
+		clk.Advance(t0.Add(at).Sub(clk.Now()))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	asks := f.recorded()
+	if len(asks) != 2 || asks[0].Ticket != 0 || asks[1].Ticket != 7 {
+		t.Fatalf("asks %+v; want the second to bring back ticket 7", asks)
+	}
+}
+
+// A controller that answers and refuses (403: the token) is no failover:
+// the job goes alone at once rather than waiting for a leader that would
+// refuse it too.
+func TestARefusalIsNoFailover(t *testing.T) {
+	f := &fakeController{}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	var outcomes []string
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil },
+		Observe:  func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
+	never := func() bool { return false }
+	if err := c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.refuse = true
+	f.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never) }()
+	var err error
+	waitFor(t, func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+		}
+		if _, held := clk.NextDue(); held {
+			t.Fatal("the refused job is held for a next leader; want it alone at once")
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{Granted, Alone}; !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes %v; want %v", outcomes, want)
+	}
+}
