@@ -99,8 +99,12 @@ func (b *budgetProbe) Status() budgetapi.ClientStatus { return b.c.Status() }
 
 // newBudget is the agent's budget client for a run with a controller.
 func (r *run) newBudget() *budgetProbe {
+	// No failover hold: the client would wait on the clock for the next
+	// leader, and the schedule, on one thread, cannot advance it while
+	// it waits (every seed with a failover hung). The hold is tested by
+	// budgetapi's failover tests and scale's failover scenario.
 	c := budgetapi.NewClient(budgetapi.ClientOptions{Node: instanceID, Endpoint: r.ctrl.endpoint,
-		HTTP: &http.Client{Transport: r.ctrl}, Clock: r.clk})
+		HTTP: &http.Client{Transport: r.ctrl}, Clock: r.clk, FailoverHold: -1})
 	return &budgetProbe{r: r, c: c}
 }
 

@@ -94,7 +94,9 @@ type ClientOptions struct {
 	// to answer (default DefaultAlone).
 	Alone time.Duration
 	// FailoverHold is how long the client holds jobs after a controller
-	// that was answering stopped (default DefaultFailoverHold).
+	// that was answering stopped (default DefaultFailoverHold; negative:
+	// none, the job goes alone at once, as a driver that cannot wait
+	// needs: agent/simulation plays a schedule on one thread).
 	FailoverHold time.Duration
 	// Observe sees each Acquire's outcome and how long it waited.
 	Observe func(outcome string, waited time.Duration)
@@ -119,7 +121,7 @@ func NewClient(o ClientOptions) *Client {
 	if c.alone <= 0 {
 		c.alone = DefaultAlone
 	}
-	if c.hold <= 0 {
+	if c.hold == 0 {
 		c.hold = DefaultFailoverHold
 	}
 	return c
@@ -296,7 +298,7 @@ func (c *Client) ask(parent context.Context, r budget.Request) (g budget.Grant, 
 	c.addr = "" // look the leader up again next time
 	c.lastErr = err
 	now := c.clk.Now()
-	if c.hadLeader && !errors.Is(err, errRefused) {
+	if c.hadLeader && c.hold > 0 && !errors.Is(err, errRefused) {
 		if c.holdUntil.IsZero() {
 			c.holdUntil = now.Add(c.hold)
 			c.log.Warn("budget controller stopped answering; holding EC2 calls for its next leader",

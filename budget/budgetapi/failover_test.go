@@ -160,3 +160,35 @@ func TestARefusalIsNoFailover(t *testing.T) {
 		t.Errorf("outcomes %v; want %v", outcomes, want)
 	}
 }
+
+// A driver that cannot wait (agent/simulation plays a schedule on one
+// thread, and the client's waits run on its clock) asks for no hold: a
+// controller that stops sends the job alone at once, as before the hold.
+// With the default hold every seed of the simulation with a failover hung.
+func TestANegativeFailoverHoldSendsTheJobAloneAtOnce(t *testing.T) {
+	f := &fakeController{}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	c := NewClient(ClientOptions{Node: "n1", Clock: clock.NewManual(t0), FailoverHold: -1,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+	never := func() bool { return false }
+	if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.fail = true // the leader died
+	f.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job waits on the clock for a next leader; with no hold it goes alone at once")
+	}
+	if st := c.Status(); st.Alone != 1 {
+		t.Errorf("status %+v; want the second job gone alone", st)
+	}
+}
