@@ -82,7 +82,7 @@ var settings = []setting{
 		false, func(s *Settings, v string) error { return duration(&s.LeaseDuration, v) }},
 	{Setting{"VPCNET_BUDGET_RENEW_DEADLINE", "10s", "How long the leader keeps trying to renew its Lease before it stops leading; shorter than the lease duration."},
 		false, func(s *Settings, v string) error { return duration(&s.RenewDeadline, v) }},
-	{Setting{"VPCNET_BUDGET_RETRY_PERIOD", "2s", "How often replicas try to take or renew the Lease."},
+	{Setting{"VPCNET_BUDGET_RETRY_PERIOD", "2s", "How often replicas try to take or renew the Lease. The leader answers agents only while its last renewal is at most two retry periods old, so that the next leader knows when its grants ended."},
 		false, func(s *Settings, v string) error { return duration(&s.RetryPeriod, v) }},
 	{Setting{"VPCNET_BUDGET_MARGIN", "0.9", "Share of each EC2 bucket's refill and burst granted to the agents, above 0 and at most 1; the rest is left to the account's other clients."},
 		false, func(s *Settings, v string) error {
