@@ -28,9 +28,9 @@ const (
 	// grantHorizon, and termCredit: how long before its term a new
 	// leader takes the buckets as empty (controller.Settings.Horizon:
 	// the last leader granted only while its last renewal was at most
-	// two retry periods old).
+	// two retry periods old, and its jobs' calls take up to a second).
 	grantHorizon = leaseDuration - renewDeadline - retryPeriod
-	termCredit   = leaseDuration - 2*retryPeriod - grantHorizon
+	termCredit   = leaseDuration - 2*retryPeriod - grantHorizon - time.Second
 )
 
 // replica is one of the controller's two replicas.

@@ -7,10 +7,12 @@
 // with a TokenReview.
 //
 // The controller holds no state worth keeping: a new leader starts a
-// schedule of its own with every bucket taken as spent (the last leader
-// may have granted a whole burst before it stopped). No grant reaches
-// further ahead than the Lease's timings allow (Settings.Horizon), so
-// none of the last leader's is still to run when the next term starts.
+// schedule of its own with every bucket taken as spent when the last
+// leader's grants surely ended (it may have granted a whole burst before
+// it stopped). A leader grants only while its last renewal of the Lease
+// is fresh, and no further ahead than the Lease's timings allow
+// (Settings.Horizon), so none of its grants is still to run when the
+// next term starts, and the refill since can be counted.
 // Agents hold their jobs while the leader fails over
 // (budgetapi.DefaultFailoverHold); an agent that cannot reach any leader
 // for longer calls EC2 on its own budget, as it does with no controller

@@ -97,7 +97,7 @@ func (e *env) startReplica(t *testing.T, name string) *replica {
 	}
 	s := controller.Settings{
 		Pod: name, Namespace: ns, PodIP: netip.MustParseAddr("127.0.0.1"), Lease: leaseName,
-		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second,
 		Budget: budget.DefaultConfig(), Clients: []string{"system:serviceaccount:kube-system:vpcnet"},
 	}
 	ctx, cancel := context.WithCancel(context.Background())

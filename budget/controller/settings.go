@@ -82,7 +82,7 @@ var settings = []setting{
 		false, func(s *Settings, v string) error { return duration(&s.LeaseDuration, v) }},
 	{Setting{"VPCNET_BUDGET_RENEW_DEADLINE", "10s", "How long the leader keeps trying to renew its Lease before it stops leading; shorter than the lease duration."},
 		false, func(s *Settings, v string) error { return duration(&s.RenewDeadline, v) }},
-	{Setting{"VPCNET_BUDGET_RETRY_PERIOD", "2s", "How often replicas try to take or renew the Lease."},
+	{Setting{"VPCNET_BUDGET_RETRY_PERIOD", "2s", "How often replicas try to take or renew the Lease. The leader answers agents only while its last renewal is at most two retry periods old, so that the next leader knows when its grants ended."},
 		false, func(s *Settings, v string) error { return duration(&s.RetryPeriod, v) }},
 	{Setting{"VPCNET_BUDGET_MARGIN", "0.9", "Share of each EC2 bucket's refill and burst granted to the agents, above 0 and at most 1; the rest is left to the account's other clients."},
 		false, func(s *Settings, v string) error {
@@ -180,6 +180,10 @@ func (s Settings) check() error {
 // join's requests would come back twice.
 const minHorizon = time.Second
 
+// callSlack is how long after its slot a granted job may still be
+// making its calls: one after another, each a round trip to EC2.
+const callSlack = time.Second
+
 // Horizon is how far ahead of now the leader grants calls
 // (budget.Config.Horizon); fresh how long after its last renewal of the
 // Lease the leader still grants (two retry periods: one renewal may be
@@ -191,13 +195,13 @@ const minHorizon = time.Second
 // crashed or cut off from the API server. A standby takes the Lease
 // over no sooner than LeaseDuration after it saw that renewal: the
 // buckets have refilled, untouched by the last leader, for LeaseDuration
-// − fresh − horizon (8 s with the defaults) when the next term starts,
-// and the new leader may count that refill, instead of losing it and
-// more to the takeover.
+// − fresh − horizon − callSlack (7 s with the defaults) when the next
+// term starts, and the new leader may count that refill, instead of
+// losing it and more to the takeover.
 func (s Settings) Horizon() (horizon, fresh, credit time.Duration) {
 	fresh = 2 * s.RetryPeriod
 	horizon = max(s.LeaseDuration-s.RenewDeadline-s.RetryPeriod, minHorizon)
-	return horizon, fresh, s.LeaseDuration - fresh - horizon
+	return horizon, fresh, s.LeaseDuration - fresh - horizon - callSlack
 }
 
 // Endpoint is the address agents reach this replica on.

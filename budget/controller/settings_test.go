@@ -131,11 +131,11 @@ func TestTheGrantHorizonEndsBeforeTheNextTermCanStart(t *testing.T) {
 		lease, renew, retry    time.Duration
 		horizon, fresh, credit time.Duration
 	}{
-		{15 * time.Second, 10 * time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 8 * time.Second},
-		{60 * time.Second, 40 * time.Second, 5 * time.Second, 15 * time.Second, 10 * time.Second, 35 * time.Second},
-		{15 * time.Second, 12 * time.Second, 2 * time.Second, time.Second, 4 * time.Second, 10 * time.Second},
-		{4 * time.Second, 3 * time.Second, 1500 * time.Millisecond, time.Second, 3 * time.Second, 0},
-		{4 * time.Second, 3500 * time.Millisecond, 2500 * time.Millisecond, time.Second, 5 * time.Second, -2 * time.Second},
+		{15 * time.Second, 10 * time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 7 * time.Second},
+		{60 * time.Second, 40 * time.Second, 5 * time.Second, 15 * time.Second, 10 * time.Second, 34 * time.Second},
+		{15 * time.Second, 12 * time.Second, 2 * time.Second, time.Second, 4 * time.Second, 9 * time.Second},
+		{4 * time.Second, 3 * time.Second, 1500 * time.Millisecond, time.Second, 3 * time.Second, -time.Second},
+		{4 * time.Second, 3500 * time.Millisecond, 2500 * time.Millisecond, time.Second, 5 * time.Second, -3 * time.Second},
 	} {
 		s := Settings{LeaseDuration: tc.lease, RenewDeadline: tc.renew, RetryPeriod: tc.retry}
 		h, f, c := s.Horizon()
@@ -143,9 +143,10 @@ func TestTheGrantHorizonEndsBeforeTheNextTermCanStart(t *testing.T) {
 			t.Errorf("lease %v, renew deadline %v, retry %v: horizon %v, fresh %v, credit %v; want %v, %v, %v", tc.lease, tc.renew, tc.retry, h, f, c, tc.horizon, tc.fresh, tc.credit)
 		}
 		// A leader whose last renewal was at 0 makes its last call by
-		// fresh+horizon; the next term starts at lease at the soonest
-		// and takes the buckets as empty from lease-credit.
-		if last := f + h; last > tc.lease-c {
+		// fresh+horizon (+ the calls' own time); the next term starts
+		// at lease at the soonest and takes the buckets as empty from
+		// lease-credit.
+		if last := f + h + callSlack; last > tc.lease-c {
 			t.Errorf("lease %v, renew deadline %v, retry %v: the last grant runs at %v, after the next term's buckets start empty at %v", tc.lease, tc.renew, tc.retry, last, tc.lease-c)
 		}
 	}
