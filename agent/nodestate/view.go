@@ -159,10 +159,13 @@ func (n *Node) Holder(addr netip.Addr) (ipam.Key, bool) {
 }
 
 // Idle says no job, write or attachment is under way and no growth is
-// deferred.
+// deferred or waiting to be asked again.
 func (n *Node) Idle() bool {
 	// Growth deferred while EC2 throttles the account (demand-only mode)
-	// is work still to do, even though the plan shows none.
+	// is work still to do, even though the plan shows none; so is the
+	// prefix fallback on a fragmented subnet, which asks for prefixes
+	// again when its wait ends and then gives back the single addresses
+	// it grew by (a restart forgets the fallback and asks at once).
 	return len(n.jobs.inFlight) == 0 && len(n.jobs.later) == 0 && len(n.cloud.attaching) == 0 && n.dur.inFlight == 0 && n.dur.version == n.dur.written &&
-		!n.planner.demandOnly(n.last)
+		!n.planner.demandOnly(n.last) && !n.frag.active
 }
