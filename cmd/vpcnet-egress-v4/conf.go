@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/internal/pluginlog"
 )
 
 // netConf is the plugin's entry of the conflist, checked.
@@ -197,15 +196,5 @@ func (c *netConf) logger() (*slog.Logger, func()) {
 	if strings.EqualFold(c.entry.LogLevel, "debug") {
 		level = slog.LevelDebug
 	}
-	if c.entry.LogFile == "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func() {}
-	}
-	f, err := os.OpenFile(c.entry.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		l := slog.New(slog.NewTextHandler(os.Stderr, nil))
-		l.Warn("cannot open plugin log file; logging to stderr", "file", c.entry.LogFile, "err", err)
-		return l, func() {}
-	}
-	var w io.Writer = f
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid()), func() { f.Close() }
+	return pluginlog.Open(c.entry.LogFile, level)
 }

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/internal/pluginlog"
 	"github.com/vpcnet/vpcnet/netfacts"
 )
 
@@ -185,15 +184,5 @@ func (c *netConf) hostVeth(p podArgs) string {
 // logger writes to pluginLogFile when set, else warnings and errors to
 // stderr, which the runtime logs.
 func (c *netConf) logger() (*slog.Logger, func()) {
-	if c.plugin.LogFile == "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func() {}
-	}
-	f, err := os.OpenFile(c.plugin.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		l := slog.New(slog.NewTextHandler(os.Stderr, nil))
-		l.Warn("cannot open plugin log file; logging to stderr", "file", c.plugin.LogFile, "err", err)
-		return l, func() {}
-	}
-	var w io.Writer = f
-	return slog.New(slog.NewTextHandler(w, nil)).With("pid", os.Getpid()), func() { f.Close() }
+	return pluginlog.Open(c.plugin.LogFile, slog.LevelInfo)
 }
