@@ -10,7 +10,7 @@
 #   kube-scheduler kubectl                                tools/kubernetes
 #   containerd containerd-shim-runc-v2 ctr crictl         tools/containerd
 #   e2e.test agnhost ginkgo                               tools/e2e
-#   coredns                                               tools/coredns
+#   coredns (cluster DNS's plugins: cmd/coredns)          tools/coredns
 #   aws-k8s-agent aws-cni egress-cni aws-vpc-cni
 #   aws-vpc-cni-init grpc-health-probe cni-loopback
 #   cni-host-local cni-portmap cni-bandwidth               tools/aws-node
@@ -63,6 +63,9 @@ name="$1"
 tags=""
 # test: the program is a package's test binary (go test -c).
 test=""
+# ours: the package holding the program's main is this repository's, so
+# its source is part of the cache key.
+ours=""
 case "$name" in
 kube-apiserver)
 	exec "$root/hack/kube-apiserver.sh"
@@ -87,6 +90,7 @@ e2e.test)
 	module="$root/tools/e2e"
 	modpath=k8s.io/kubernetes
 	pkg=./conformance
+	ours=conformance
 	test=1
 	;;
 agnhost)
@@ -100,9 +104,12 @@ ginkgo)
 	pkg=github.com/onsi/ginkgo/v2/ginkgo
 	;;
 coredns)
+	# The release's plugins for cluster DNS, not its every plugin
+	# (tools/coredns/cmd/coredns says which and why).
 	module="$root/tools/coredns"
 	modpath=github.com/coredns/coredns
-	pkg=github.com/coredns/coredns
+	pkg=./cmd/coredns
+	ours=cmd/coredns
 	;;
 aws-k8s-agent | aws-vpc-cni | aws-vpc-cni-init | grpc-health-probe)
 	module="$root/tools/aws-node"
@@ -147,9 +154,8 @@ if [ -z "$version" ]; then
 fi
 goversion="$(cd "$module" && "$go" env GOVERSION)"
 key="$version"
-if [ -n "$test" ]; then
-	# The test main is ours: its source is part of the key.
-	key="$version-$(cd "$module" && cat go.mod go.sum conformance/*.go | sha256sum | cut -c1-12)"
+if [ -n "$ours" ]; then
+	key="$version-$(cd "$module" && cat go.mod go.sum "$ours"/*.go | sha256sum | cut -c1-12)"
 fi
 
 cache="${VPCNET_CACHE_DIR:-}"

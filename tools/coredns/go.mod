@@ -2,11 +2,16 @@
 // Go module proxy (hack/kube-build.sh coredns), as kubeadm and EKS run it:
 // a Deployment in kube-system behind the kube-dns Service. A module of its
 // own because CoreDNS pins its own client-go, which is not the cluster's.
+// The program built is cmd/coredns, the release with the plugins cluster
+// DNS uses; the tool line keeps the release's own main, and so its whole
+// dependency graph, so that every version is the one the release selects.
 module github.com/vpcnet/vpcnet/tools/coredns
 
 go 1.26.0
 
 tool github.com/coredns/coredns
+
+require github.com/coredns/coredns v1.15.0
 
 require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
@@ -63,7 +68,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cihub/seelog v0.0.0-20170130134532-f561c5e57575 // indirect
 	github.com/coredns/caddy v1.1.4 // indirect
-	github.com/coredns/coredns v1.15.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
