@@ -280,6 +280,12 @@ func liveHostPorts(ctx context.Context, a *Agent) func([]hostport.Entry) map[ipa
 	}
 }
 
+// errIPv6HostPorts refuses a hostPort on an IPv6 pod, before it takes an
+// address: vpcnet's hostPort rules (table ip vpcnet-hostport) DNAT to
+// IPv4 pods only, and a pod started without the port it asked for would
+// look served and be unreachable.
+const errIPv6HostPorts = "hostPorts on IPv6 pods (ENABLE_IPv6=true) are not supported by this build of vpcnet: its hostPort rules map to IPv4 pods only; remove the pod's hostPort (a Service of type NodePort reaches it instead), or run it on an IPv4 node"
+
 // mappingsOf turns the plugin's checked mappings back into hostport's.
 func mappingsOf(in []agentapi.PortMapping) ([]hostport.Mapping, error) {
 	var out []hostport.Mapping // nil for the many Adds without hostPorts

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/vpcnet/vpcnet/agentapi"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/sim/simtest"
@@ -174,5 +176,29 @@ func TestIPv6NodeWithUnknownLimitsAndNoPrefixSaysWhatToAllow(t *testing.T) {
 	}
 	if n := w.callCount("AssignIpv6Addresses"); n != 0 {
 		t.Errorf("%d AssignIpv6Addresses calls, want none", n)
+	}
+}
+
+// A hostPort on an IPv6 pod is refused, saying why, before the pod takes
+// an address: the hostPort rules map to IPv4 pods only, and a pod
+// started without its port would look served. Pods without hostPorts
+// start.
+func TestIPv6PodWithAHostPortIsRefusedAndHoldsNoAddress(t *testing.T) {
+	w := newWorldOf(t, dualStackTopology)
+	n := w.node("i-v6", ipv6Env)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080})
+	if agentapi.CodeOf(err) != agentapi.InvalidArgument || !strings.Contains(fmt.Sprint(err), "hostPorts on IPv6 pods") {
+		t.Fatalf("Add with a hostPort = %v, want InvalidArgument naming hostPorts on IPv6 pods", err)
+	}
+	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: web("c1")}); agentapi.CodeOf(err) != agentapi.NotFound {
+		t.Errorf("the refused Add holds an address (Check = %v)", err)
+	}
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c2"), PodNamespace: "default", PodName: "plain"})
+	if err != nil || !netip.MustParseAddr(add.Address).Is6() {
+		t.Fatalf("Add without hostPorts = %v, %v; want an IPv6 address", add, err)
 	}
 }
