@@ -72,6 +72,7 @@ func (a *Agent) egressV4() *cniconf.EgressV4Conf {
 		return nil
 	}
 	e := cniconf.EgressV4(b.node.PrimaryIP, a.cfg.PodMTU, a.cfg.RandomizeSNAT)
+	e.IPAM.DataDir = a.cfg.EgressV4IPAMDir
 	return &e
 }
 

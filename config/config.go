@@ -117,6 +117,9 @@ type Config struct {
 	CNIBinDir        string
 	NetworkName      string
 	AWSCNICheckpoint string
+	// EgressV4IPAMDir is host-local's data directory in the IPv4 egress
+	// plugin's entry (VPCNET_EGRESS_V4_IPAM_DIR).
+	EgressV4IPAMDir string
 
 	// Cloud.
 	EC2Endpoint    string // empty: the SDK's endpoint for the region
