@@ -280,17 +280,11 @@ func liveHostPorts(ctx context.Context, a *Agent) func([]hostport.Entry) map[ipa
 	}
 }
 
-// errIPv6HostPorts refuses a hostPort on an IPv6 pod, before it takes an
-// address: vpcnet's hostPort rules (table ip vpcnet-hostport) DNAT to
-// IPv4 pods only, and a pod started without the port it asked for would
-// look served and be unreachable.
-const errIPv6HostPorts = "hostPorts on IPv6 pods (ENABLE_IPv6=true) are not supported by this build of vpcnet: its hostPort rules map to IPv4 pods only; remove the pod's hostPort (a Service of type NodePort reaches it instead), or run it on an IPv4 node"
-
 // mappingsOf turns the plugin's checked mappings back into hostport's.
-func mappingsOf(in []agentapi.PortMapping) ([]hostport.Mapping, error) {
+func mappingsOf(in []agentapi.PortMapping, ipv6 bool) ([]hostport.Mapping, error) {
 	var out []hostport.Mapping // nil for the many Adds without hostPorts
 	for i, p := range in {
-		m, skip, err := hostport.Parse(int(p.HostPort), int(p.ContainerPort), p.Protocol, p.HostIp)
+		m, skip, err := hostport.Parse(int(p.HostPort), int(p.ContainerPort), p.Protocol, p.HostIp, ipv6)
 		if err != nil {
 			return nil, fmt.Errorf("port mapping %d: %w", i, err)
 		}

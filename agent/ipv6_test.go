@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/netip"
 	"os"
@@ -186,27 +185,33 @@ func TestIPv6NodeWithUnknownLimitsAndNoPrefixSaysWhatToAllow(t *testing.T) {
 	}
 }
 
-// A hostPort on an IPv6 pod is refused, saying why, before the pod takes
-// an address: the hostPort rules map to IPv4 pods only, and a pod
-// started without its port would look served. Pods without hostPorts
-// start.
-func TestIPv6PodWithAHostPortIsRefusedAndHoldsNoAddress(t *testing.T) {
+// An IPv6 pod's hostPorts are mapped to its IPv6 address, and go with
+// it; a mapping for an IPv4 host address cannot apply to it and is left
+// out, as portmap leaves out the other family's.
+func TestIPv6PodsHostPortsAreMappedToItsIPv6Address(t *testing.T) {
 	w := newWorldOf(t, dualStackTopology)
 	n := w.node("i-v6", ipv6Env)
 	a := n.start(t)
 	a.waitReady(t)
 	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
 	ctx := context.Background()
-	_, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: port8080})
-	if agentapi.CodeOf(err) != agentapi.InvalidArgument || !strings.Contains(fmt.Sprint(err), "hostPorts on IPv6 pods") {
-		t.Fatalf("Add with a hostPort = %v, want InvalidArgument naming hostPorts on IPv6 pods", err)
+	ports := append(slices.Clone(port8080), agentapi.PortMapping{HostPort: 53, ContainerPort: 53, Protocol: "udp", HostIp: "10.0.0.10"})
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: ports})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.Check(ctx, &agentapi.CheckRequest{Attachment: web("c1")}); agentapi.CodeOf(err) != agentapi.NotFound {
-		t.Errorf("the refused Add holds an address (Check = %v)", err)
+	if !netip.MustParseAddr(add.Address).Is6() {
+		t.Fatalf("the pod got %s, want an IPv6 address", add.Address)
 	}
-	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c2"), PodNamespace: "default", PodName: "plain"})
-	if err != nil || !netip.MustParseAddr(add.Address).Is6() {
-		t.Fatalf("Add without hostPorts = %v, %v; want an IPv6 address", add, err)
+	want := add.Address + " *:8080/tcp->80"
+	if got := n.ports.rules(); len(got) != 1 || got[0] != want {
+		t.Fatalf("rules after Add = %v, want [%s]", got, want)
+	}
+	if _, err := c.Del(ctx, &agentapi.DelRequest{Attachment: web("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.ports.rules(); len(got) != 0 {
+		t.Errorf("rules after Del = %v, want none", got)
 	}
 }
 

@@ -51,12 +51,9 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 			return nil, agentapi.Errorf(agentapi.InvalidArgument, "pod: %v", err)
 		}
 	}
-	ports, err := mappingsOf(req.PortMappings)
+	ports, err := mappingsOf(req.PortMappings, s.a.cfg.IPv6)
 	if err != nil {
 		return nil, agentapi.Errorf(agentapi.InvalidArgument, "%v", err)
-	}
-	if s.a.cfg.IPv6 && len(req.PortMappings) > 0 {
-		return nil, agentapi.Errorf(agentapi.InvalidArgument, "%s", errIPv6HostPorts)
 	}
 	// The pod's NetworkPolicy rules are written while the checkpoint
 	// that records its address is: the owner announces the address

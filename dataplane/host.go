@@ -204,7 +204,7 @@ func (d *Dataplane) setupHost6(ctx context.Context, s *session, cfg HostConfig, 
 	return d.reconcileIMDS6(nft, r)
 }
 
-// TeardownHost removes tables ip and ip6 vpcnet, ip vpcnet-hostport and rule 1024. Pod and ENI state is
+// TeardownHost removes tables ip and ip6 vpcnet, ip and ip6 vpcnet-hostport and rule 1024. Pod and ENI state is
 // left alone: pods keep working within the VPC.
 func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	s, err := d.open(ctx)
@@ -226,8 +226,10 @@ func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	if _, err := deleteTable(nft, nftables.TableFamilyIPv4); err != nil {
 		return err
 	}
-	if _, err := deleteNamedTable(nft, nftables.TableFamilyIPv4, HostPortTable); err != nil {
-		return err
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		if _, err := deleteNamedTable(nft, fam, HostPortTable); err != nil {
+			return err
+		}
 	}
 	_, err = deleteTable(nft, nftables.TableFamilyIPv6)
 	return err

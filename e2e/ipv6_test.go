@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/vpcnet/vpcnet/fabric"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/simcluster"
 )
@@ -113,6 +117,43 @@ func TestIPv6PodsAcrossNodesReachEachOtherTheNodesAndIPv4ThroughTheNode(t *testi
 			} else if seen != n.PrimaryIP {
 				t.Errorf("internet saw %s over IPv4 as %s, want the node's primary address %s", p.Name, seen, n.PrimaryIP)
 			}
+		}
+	})
+
+	t.Run("an IPv6 pod's hostPort answers at its node's IPv6 address", func(t *testing.T) {
+		a, b := c.Nodes[0], c.Nodes[1]
+		p, err := a.AddPodWith(ctx, "v6-hostport", simcluster.PodOptions{Capabilities: map[string]any{
+			"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := fabric.Listen(p.NetNS, "tcp6", net.JoinHostPort(p.Addr.String(), "80"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.WriteString(conn, "hello from the IPv6 pod\n")
+				conn.Close()
+			}
+		}()
+		hostPort := net.JoinHostPort(nodes[a.ID].Addr.String(), "8080")
+		for _, from := range []*simcluster.Node{b, a} {
+			if got, err := fetch(ctx, from.NetNS, hostPort); err != nil || !strings.Contains(got, "hello from the IPv6 pod") {
+				t.Errorf("hostPort %s from %s: %q, %v", hostPort, from.ID, got, err)
+			}
+		}
+		if err := a.DelPod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := fetch(ctx, b.NetNS, hostPort); err == nil {
+			t.Errorf("hostPort still answers after DEL: %q", got)
 		}
 	})
 
