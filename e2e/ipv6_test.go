@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vpcnet/vpcnet/fabric"
 	"github.com/vpcnet/vpcnet/sim"
@@ -56,9 +59,12 @@ func primaryENI(t *testing.T, c *simcluster.Cluster, node string) (sim.Interface
 // other across nodes and both nodes with their own addresses (no NAT in
 // the VPC), reach the internet's IPv6 address untranslated and its IPv4
 // address through their node's primary IPv4 address (ENABLE_V4_EGRESS,
-// on by default); and a node with 250 pods has attached no ENI for them.
+// on by default), and not IMDS where VPCNET_POD_IMDS=deny; an IPv6
+// pod's hostPort answers; and a node with 250 pods has attached no ENI
+// for them.
 func TestIPv6PodsAcrossNodesReachEachOtherTheNodesAndIPv4ThroughTheNode(t *testing.T) {
-	c := startStory(t, dualStack, map[string][]string{"i-a": ipv6NodeEnv, "i-b": ipv6NodeEnv}, true)
+	denyIMDS := append(slices.Clone(ipv6NodeEnv), "VPCNET_POD_IMDS=deny")
+	c := startStory(t, dualStack, map[string][]string{"i-a": denyIMDS, "i-b": ipv6NodeEnv}, true)
 	ctx := t.Context()
 	var pods []*simcluster.Pod
 	for i := range 6 {
@@ -116,6 +122,20 @@ func TestIPv6PodsAcrossNodesReachEachOtherTheNodesAndIPv4ThroughTheNode(t *testi
 				t.Errorf("IPv4 egress: %v", err)
 			} else if seen != n.PrimaryIP {
 				t.Errorf("internet saw %s over IPv4 as %s, want the node's primary address %s", p.Name, seen, n.PrimaryIP)
+			}
+		}
+	})
+
+	t.Run("VPCNET_POD_IMDS=deny keeps IPv6 pods from IMDS over their IPv4 egress", func(t *testing.T) {
+		for _, p := range pods {
+			short, cancel := context.WithTimeout(ctx, 3*time.Second)
+			id, err := imdsGet(short, p.NetNS, "instance-id")
+			cancel()
+			switch {
+			case p.Node == "i-a" && err == nil:
+				t.Errorf("%s on i-a (VPCNET_POD_IMDS=deny) read IMDS through its IPv4 egress: instance %q", p.Name, id)
+			case p.Node == "i-b" && (err != nil || strings.TrimSpace(id) != "i-b"):
+				t.Errorf("%s on i-b (allow) reads IMDS through its IPv4 egress as %q, %v; want i-b", p.Name, id, err)
 			}
 		}
 	})
