@@ -281,10 +281,10 @@ func liveHostPorts(ctx context.Context, a *Agent) func([]hostport.Entry) map[ipa
 }
 
 // mappingsOf turns the plugin's checked mappings back into hostport's.
-func mappingsOf(in []agentapi.PortMapping) ([]hostport.Mapping, error) {
+func mappingsOf(in []agentapi.PortMapping, ipv6 bool) ([]hostport.Mapping, error) {
 	var out []hostport.Mapping // nil for the many Adds without hostPorts
 	for i, p := range in {
-		m, skip, err := hostport.Parse(int(p.HostPort), int(p.ContainerPort), p.Protocol, p.HostIp)
+		m, skip, err := hostport.Parse(int(p.HostPort), int(p.ContainerPort), p.Protocol, p.HostIp, ipv6)
 		if err != nil {
 			return nil, fmt.Errorf("port mapping %d: %w", i, err)
 		}

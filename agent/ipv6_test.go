@@ -2,13 +2,21 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/vpcnet/vpcnet/agentapi"
+	"github.com/vpcnet/vpcnet/cniconf"
 	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/sim"
 	"github.com/vpcnet/vpcnet/sim/simtest"
@@ -175,4 +183,103 @@ func TestIPv6NodeWithUnknownLimitsAndNoPrefixSaysWhatToAllow(t *testing.T) {
 	if n := w.callCount("AssignIpv6Addresses"); n != 0 {
 		t.Errorf("%d AssignIpv6Addresses calls, want none", n)
 	}
+}
+
+// An IPv6 pod's hostPorts are mapped to its IPv6 address, and go with
+// it; a mapping for an IPv4 host address cannot apply to it and is left
+// out, as portmap leaves out the other family's.
+func TestIPv6PodsHostPortsAreMappedToItsIPv6Address(t *testing.T) {
+	w := newWorldOf(t, dualStackTopology)
+	n := w.node("i-v6", ipv6Env)
+	a := n.start(t)
+	a.waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	ctx := context.Background()
+	ports := append(slices.Clone(port8080), agentapi.PortMapping{HostPort: 53, ContainerPort: 53, Protocol: "udp", HostIp: "10.0.0.10"})
+	add, err := c.Add(ctx, &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "web", PortMappings: ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !netip.MustParseAddr(add.Address).Is6() {
+		t.Fatalf("the pod got %s, want an IPv6 address", add.Address)
+	}
+	want := add.Address + " *:8080/tcp->80"
+	if got := n.ports.rules(); len(got) != 1 || got[0] != want {
+		t.Fatalf("rules after Add = %v, want [%s]", got, want)
+	}
+	if _, err := c.Del(ctx, &agentapi.DelRequest{Attachment: web("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.ports.rules(); len(got) != 0 {
+		t.Errorf("rules after Del = %v, want none", got)
+	}
+}
+
+// An IPv6 node chains vpcnet-egress-v4 right after vpcnet, as aws-node
+// chains egress-cni in IPv6 mode, with aws-node's values: SNAT to the
+// node's primary IPv4 address, the pods' MTU, 169.254.172.0/22 from
+// host-local in aws-node's data directory. ENABLE_V4_EGRESS=false chains
+// nothing (aws-node renders the entry disabled, which passes the result
+// through: the same pods, one process fewer).
+func TestIPv6NodeChainsTheIPv4EgressPluginUnlessV4EgressIsOff(t *testing.T) {
+	for _, tt := range []struct {
+		egress string
+		want   []string
+	}{
+		{"", []string{"vpcnet", cniconf.EgressV4Type}},
+		{"true", []string{"vpcnet", cniconf.EgressV4Type}},
+		{"false", []string{"vpcnet"}},
+	} {
+		t.Run("ENABLE_V4_EGRESS="+tt.egress, func(t *testing.T) {
+			env := maps.Clone(ipv6Env)
+			if tt.egress != "" {
+				env["ENABLE_V4_EGRESS"] = tt.egress
+			}
+			w := newWorldOf(t, dualStackTopology)
+			n := w.node("i-v6", env)
+			a := n.start(t)
+			a.waitReady(t)
+			path := filepath.Join(n.env["VPCNET_CNI_CONF_DIR"], "10-vpcnet.conflist")
+			waitConf(t, path)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var conf struct {
+				Plugins []json.RawMessage `json:"plugins"`
+			}
+			if err := json.Unmarshal(data, &conf); err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			for _, raw := range conf.Plugins {
+				var p cniconf.EgressV4Conf
+				if err := json.Unmarshal(raw, &p); err != nil {
+					t.Fatal(err)
+				}
+				types = append(types, p.Type)
+				if p.Type != cniconf.EgressV4Type {
+					continue
+				}
+				want := cniconf.EgressV4(instancePrimaryIP(t, w, "i-v6"), 9001, "prng")
+				if !reflect.DeepEqual(p, want) {
+					t.Errorf("egress entry\n%+v\nwant aws-node's\n%+v", p, want)
+				}
+			}
+			if !slices.Equal(types, tt.want) {
+				t.Errorf("plugins %v, want %v", types, tt.want)
+			}
+		})
+	}
+}
+
+func instancePrimaryIP(t *testing.T, w *world, id string) netip.Addr {
+	t.Helper()
+	for _, in := range w.cloud.Instances() {
+		if in.ID == id {
+			return in.PrivateIP
+		}
+	}
+	t.Fatalf("no instance %s", id)
+	return netip.Addr{}
 }

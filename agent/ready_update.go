@@ -60,6 +60,22 @@ func (a *Agent) updateReadiness(ctx context.Context, v nodestate.View) {
 	a.kube.SetReady(ready && a.confState.Load() == confWritten)
 }
 
+// egressV4 is the IPv4 egress plugin's entry of an IPv6 node with
+// ENABLE_V4_EGRESS=true (aws-node's default), as aws-node's entrypoint
+// renders egress-cni's: SNAT to the node's primary IPv4 address, the
+// pods' MTU, AWS_VPC_K8S_CNI_RANDOMIZESNAT. nil otherwise: an IPv4 node,
+// or IPv6 pods with no IPv4 egress, as aws-node leaves egress-cni
+// disabled then.
+func (a *Agent) egressV4() *cniconf.EgressV4Conf {
+	b := a.bootp.Load()
+	if !a.cfg.IPv6 || !a.cfg.V4Egress || b == nil {
+		return nil
+	}
+	e := cniconf.EgressV4(b.node.PrimaryIP, a.cfg.PodMTU, a.cfg.RandomizeSNAT)
+	e.IPAM.DataDir = a.cfg.EgressV4IPAMDir
+	return &e
+}
+
 // pluginTimeoutSlack is how much longer than VPCNET_ADD_WAIT the plugin
 // waits for the agent's answer to an Add.
 const pluginTimeoutSlack = 30 * time.Second
@@ -79,7 +95,7 @@ func (a *Agent) installConf(tell func(nodestate.Event) bool) {
 	// wait for an address, with room for the checkpoint and the pod's
 	// policy rules.
 	opts := cniconf.Options{NetworkName: a.cfg.NetworkName, Socket: a.cfg.Socket, HostPorts: true, Bandwidth: a.cfg.BandwidthPlugin,
-		IPv6: a.cfg.IPv6, Timeout: a.cfg.AddWait + pluginTimeoutSlack}
+		IPv6: a.cfg.IPv6, Timeout: a.cfg.AddWait + pluginTimeoutSlack, EgressV4: a.egressV4()}
 	if err := a.disk.InstallConf(a.cfg.CNIConfDir, a.cfg.CNIConfName, opts); err != nil {
 		a.log.Error("could not write the CNI configuration; kubelet keeps the node network unready; trying again at the next change", "err", err)
 		a.confState.Store(confNone)

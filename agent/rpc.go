@@ -51,7 +51,7 @@ func (s *rpcServer) Add(ctx context.Context, req *agentapi.AddRequest) (*agentap
 			return nil, agentapi.Errorf(agentapi.InvalidArgument, "pod: %v", err)
 		}
 	}
-	ports, err := mappingsOf(req.PortMappings)
+	ports, err := mappingsOf(req.PortMappings, s.a.cfg.IPv6)
 	if err != nil {
 		return nil, agentapi.Errorf(agentapi.InvalidArgument, "%v", err)
 	}

@@ -41,8 +41,8 @@ type Config struct {
 	// get, exactly one of them (crossCheck). IPv6 is aws-node's IPv6 mode:
 	// one /80 prefix on the primary ENI, no warm pool.
 	IPv4, IPv6 bool
-	// V4Egress is ENABLE_V4_EGRESS: IPv4 egress for IPv6 pods. Parsed
-	// and shown; nothing implements it yet.
+	// V4Egress is ENABLE_V4_EGRESS: IPv4 egress for IPv6 pods, by the
+	// vpcnet-egress-v4 plugin the agent chains after vpcnet's.
 	V4Egress bool
 	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY: tagged subnets for new
 	// ENIs.
@@ -117,6 +117,9 @@ type Config struct {
 	CNIBinDir        string
 	NetworkName      string
 	AWSCNICheckpoint string
+	// EgressV4IPAMDir is host-local's data directory in the IPv4 egress
+	// plugin's entry (VPCNET_EGRESS_V4_IPAM_DIR).
+	EgressV4IPAMDir string
 
 	// Cloud.
 	EC2Endpoint    string // empty: the SDK's endpoint for the region

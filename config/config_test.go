@@ -55,6 +55,7 @@ func TestLoadDefaultsMatchTheAmazonVPCCNIAndTheDesign(t *testing.T) {
 		CNIBinDir:           "/opt/cni/bin",
 		NetworkName:         "aws-cni",
 		AWSCNICheckpoint:    "/var/run/aws-node/ipam.json",
+		EgressV4IPAMDir:     "/run/cni/v6pd/egress-v4-ipam", // aws-node's
 		EC2CallTimeout:      10 * time.Second,
 		AddWait:             time.Minute,
 		DemandMemory:        time.Minute,

@@ -39,6 +39,11 @@ type HostConfig struct {
 	// service, 169.254.169.254 and fd00:ec2::254 (VPCNET_POD_IMDS=deny),
 	// so pods cannot take the node's IAM role.
 	DenyPodIMDS bool
+	// IPv6 sets the node up for IPv6 pods as aws-node's IPv6 mode does
+	// (host6.go): IPv6 forwarding, no SNAT or connmark rules (VPCCIDRs,
+	// ExcludeSNATCIDRs, ExternalSNAT, SNATPorts and Connmark are then
+	// unused), and the pods' IPv4 egress addresses kept node-local.
+	IPv6 bool
 }
 
 // SNATPorts names how SNAT picks source ports, with the Amazon VPC CNI's
@@ -68,7 +73,7 @@ func (c HostConfig) validate() error {
 	if !c.PrimaryIP.Is4() {
 		return fmt.Errorf("host config: primary IP %q is not an IPv4 address", c.PrimaryIP)
 	}
-	if len(c.VPCCIDRs) == 0 && !c.ExternalSNAT {
+	if len(c.VPCCIDRs) == 0 && !c.ExternalSNAT && !c.IPv6 {
 		return errors.New("host config: no VPC CIDR: without one every pod connection would be SNATed")
 	}
 	for _, p := range append(append([]netip.Prefix{}, c.VPCCIDRs...), c.ExcludeSNATCIDRs...) {
@@ -84,8 +89,9 @@ func (c HostConfig) validate() error {
 
 // SetupHost configures node-wide networking and converges on cfg when run
 // again: IPv4 forwarding, loose reverse-path filtering on the primary
-// interface, its MTU, rule 1024 (fwmark lookup main), and table ip vpcnet.
-// Running it twice with the same cfg changes nothing the second time.
+// interface, its MTU, rule 1024 (fwmark lookup main), and table ip vpcnet;
+// on an IPv6 node what host6.go says instead. Running it twice with the
+// same cfg changes nothing the second time.
 func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 	if err := cfg.validate(); err != nil {
 		return err
@@ -109,6 +115,9 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 			return fmt.Errorf("set MTU %d on primary interface %s: %w", cfg.MTU, name, err)
 		}
 	}
+	if cfg.IPv6 {
+		return d.setupHost6(ctx, s, cfg, name)
+	}
 	if err := s.setSysctl("net.ipv4.ip_forward", "1"); err != nil {
 		return err
 	}
@@ -128,12 +137,7 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 	if err != nil {
 		return err
 	}
-	r := hostRules{
-		primaryIf: name, primaryIP: cfg.PrimaryIP,
-		vpcCIDRs: cfg.VPCCIDRs, excluded: cfg.ExcludeSNATCIDRs,
-		externalSNAT: cfg.ExternalSNAT, vethPrefix: d.vethPrefix, mark: cfg.Connmark,
-		snatPorts: cfg.SNATPorts, denyPodIMDS: cfg.DenyPodIMDS,
-	}
+	r := d.hostRules(cfg, name)
 	changed, err := reconcileTable(nft, nftables.TableFamilyIPv4, desiredChains(r))
 	if err != nil {
 		return err
@@ -142,17 +146,65 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 		d.log.Info("host nftables rules written", "table", "ip "+TableName, "primary", name,
 			"externalSNAT", cfg.ExternalSNAT, "vpcCIDRs", cfg.VPCCIDRs, "denyPodIMDS", cfg.DenyPodIMDS)
 	}
-	changed, err = reconcileTable(nft, nftables.TableFamilyIPv6, podIMDSChains(r, imdsV6))
+	return d.reconcileIMDS6(nft, r)
+}
+
+func (d *Dataplane) hostRules(cfg HostConfig, primaryIf string) hostRules {
+	return hostRules{
+		primaryIf: primaryIf, primaryIP: cfg.PrimaryIP,
+		vpcCIDRs: cfg.VPCCIDRs, excluded: cfg.ExcludeSNATCIDRs,
+		externalSNAT: cfg.ExternalSNAT, vethPrefix: d.vethPrefix, mark: cfg.Connmark,
+		snatPorts: cfg.SNATPorts, denyPodIMDS: cfg.DenyPodIMDS,
+	}
+}
+
+// reconcileIMDS6 makes table ip6 vpcnet the pod-IMDS deny of
+// fd00:ec2::254, or nothing.
+func (d *Dataplane) reconcileIMDS6(nft *nftConn, r hostRules) error {
+	changed, err := reconcileTable(nft, nftables.TableFamilyIPv6, podIMDSChains(r, imdsV6))
 	if err != nil {
 		return err
 	}
 	if changed {
-		d.log.Info("host nftables rules written", "table", "ip6 "+TableName, "denyPodIMDS", cfg.DenyPodIMDS)
+		d.log.Info("host nftables rules written", "table", "ip6 "+TableName, "denyPodIMDS", r.denyPodIMDS)
 	}
 	return nil
 }
 
-// TeardownHost removes tables ip and ip6 vpcnet, ip vpcnet-hostport and rule 1024. Pod and ENI state is
+// setupHost6 is SetupHost's part on an IPv6 node (host6.go).
+func (d *Dataplane) setupHost6(ctx context.Context, s *session, cfg HostConfig, primaryIf string) error {
+	for _, kv := range ipv6Sysctls(primaryIf) {
+		if err := s.setSysctl(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// An IPv4 node's rule 1024 would route by a mark nothing sets here.
+	have, err := s.nl.rules()
+	if err != nil {
+		return err
+	}
+	if err := deleteRules(s.nl, have, isMarkRule); err != nil {
+		return err
+	}
+	nft, err := s.nftables()
+	if err != nil {
+		return err
+	}
+	r := d.hostRules(cfg, primaryIf)
+	changed, err := reconcileTable(nft, nftables.TableFamilyIPv4, ipv6NodeChains(r))
+	if err != nil {
+		return err
+	}
+	if changed {
+		d.log.Info("host nftables rules written for IPv6 pods", "table", "ip "+TableName, "primary", primaryIf, "denyPodIMDS", cfg.DenyPodIMDS)
+	}
+	return d.reconcileIMDS6(nft, r)
+}
+
+// TeardownHost removes tables ip and ip6 vpcnet, ip and ip6 vpcnet-hostport and rule 1024. Pod and ENI state is
 // left alone: pods keep working within the VPC.
 func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	s, err := d.open(ctx)
@@ -174,8 +226,10 @@ func (d *Dataplane) TeardownHost(ctx context.Context) error {
 	if _, err := deleteTable(nft, nftables.TableFamilyIPv4); err != nil {
 		return err
 	}
-	if _, err := deleteNamedTable(nft, nftables.TableFamilyIPv4, HostPortTable); err != nil {
-		return err
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		if _, err := deleteNamedTable(nft, fam, HostPortTable); err != nil {
+			return err
+		}
 	}
 	_, err = deleteTable(nft, nftables.TableFamilyIPv6)
 	return err

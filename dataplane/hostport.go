@@ -10,8 +10,9 @@ import (
 	"github.com/vpcnet/vpcnet/hostport"
 )
 
-// HostPortTable is the nftables table (family ip) of the pods' hostPorts,
-// apart from TableName so that either is rewritten without the other.
+// HostPortTable is the nftables table of the pods' hostPorts, family ip
+// for IPv4 pods and ip6 for IPv6 pods (ENABLE_IPv6), apart from TableName
+// so that either is rewritten without the other.
 const HostPortTable = "vpcnet-hostport"
 
 // ipsDstNAT is the conntrack status bit of a connection whose destination
@@ -35,16 +36,33 @@ func (d *Dataplane) SetHostPorts(ctx context.Context, entries []hostport.Entry) 
 	if err != nil {
 		return err
 	}
-	changed, err := reconcileNamedTable(nft, nftables.TableFamilyIPv4, HostPortTable, hostPortChains(entries))
-	if err != nil {
-		return err
+	var v4, v6 []hostport.Entry
+	for _, e := range entries {
+		if e.Addr.Is6() {
+			v6 = append(v6, e)
+		} else {
+			v4 = append(v4, e)
+		}
 	}
-	if changed {
-		d.log.Info("hostPort rules written", "table", "ip "+HostPortTable, "pods", len(entries))
+	for _, f := range []struct {
+		fam     nftables.TableFamily
+		entries []hostport.Entry
+	}{{nftables.TableFamilyIPv4, v4}, {nftables.TableFamilyIPv6, v6}} {
+		changed, err := reconcileNamedTable(nft, f.fam, HostPortTable, hostPortChains(f.entries))
+		if err != nil {
+			return err
+		}
+		if changed {
+			d.log.Info("hostPort rules written", "table", familyName(f.fam)+" "+HostPortTable, "pods", len(f.entries))
+		}
 	}
 	return nil
 }
 
+// hostPortChains are the rules of entries, all of one family. IPv6 pods
+// get the same rules but one: the node cannot reach them by
+// [::1]:hostPort, since IPv6 never routes a loopback source out of the
+// node (there is no route_localnet), as with portmap.
 func hostPortChains(entries []hostport.Entry) []chainSpec {
 	if len(entries) == 0 {
 		return nil
@@ -62,12 +80,19 @@ func hostPortChains(entries []hostport.Entry) []chainSpec {
 		for _, m := range e.Mappings {
 			var match []expr.Any
 			if m.HostIP.IsValid() {
-				match = daddrIn(host(m.HostIP))
+				match = daddrOf(m.HostIP)
 			}
 			ports.rules = append(ports.rules, ruleSpec{
 				comment: fmt.Sprintf("%s of pod %s", m, e.Pod),
-				exprs:   concat(match, l4proto(m.Protocol), dport(m.HostPort), dnatTo(e.Addr.As4(), m.ContainerPort)),
+				exprs:   concat(match, l4proto(m.Protocol), dport(m.HostPort), dnatTo(e.Addr, m.ContainerPort)),
 			})
+		}
+		if e.Addr.Is6() {
+			post.rules = append(post.rules, ruleSpec{
+				comment: fmt.Sprintf("pod %s reaching its own hostPort", e.Pod),
+				exprs:   concat(saddr6Is(e.Addr), daddr6Is(e.Addr), ctStatusHas(ipsDstNAT), masquerade()),
+			})
+			continue
 		}
 		post.rules = append(post.rules, ruleSpec{
 			comment: fmt.Sprintf("pod %s reaching its own hostPort", e.Pod),

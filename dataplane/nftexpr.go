@@ -210,15 +210,37 @@ func dport(port uint16) []expr.Any {
 }
 
 // dnatTo rewrites the destination (`dnat ip to addr:port`).
-func dnatTo(addr [4]byte, port uint16) []expr.Any {
+func dnatTo(addr netip.Addr, port uint16) []expr.Any {
+	fam := uint32(unix.NFPROTO_IPV4)
+	if addr.Is6() {
+		fam = unix.NFPROTO_IPV6
+	}
 	return []expr.Any{
-		&expr.Immediate{Register: 1, Data: addr[:]},
+		&expr.Immediate{Register: 1, Data: addr.AsSlice()},
 		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(port)},
 		&expr.NAT{
-			Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4,
+			Type: expr.NATTypeDestNAT, Family: fam,
 			// As the kernel reports a single address and port.
 			RegAddrMin: 1, RegAddrMax: 1, RegProtoMin: 2, RegProtoMax: 2, Specified: true,
 		},
+	}
+}
+
+// daddrOf matches one destination of either family (`ip daddr a`, `ip6
+// daddr a`).
+func daddrOf(a netip.Addr) []expr.Any {
+	if a.Is6() {
+		return daddr6Is(a)
+	}
+	return daddrIn(netip.PrefixFrom(a, 32))
+}
+
+// saddr6Is matches one IPv6 source (`ip6 saddr a`).
+func saddr6Is(a netip.Addr) []expr.Any {
+	b := a.As16()
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 16},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:]},
 	}
 }
 

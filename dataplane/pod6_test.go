@@ -21,8 +21,8 @@ import (
 const nodeIPv6 = "2600:1f14:abc:de01::10"
 
 // newIPv6Node is a ready node whose primary interface has an IPv6
-// address and which forwards IPv6, as an IPv6 node's host set-up will
-// (not built yet: issue 27).
+// address and which forwards IPv6, as an IPv6 node's host set-up makes it
+// (SetupHost with HostConfig.IPv6, host6.go).
 func newIPv6Node(t *testing.T) *testNode {
 	t.Helper()
 	n := newReadyNode(t, nil)

@@ -187,6 +187,15 @@ func checkInstall(t *testing.T, m manifestSet) {
 	if !slices.Contains(required, "bandwidth") {
 		t.Errorf("init command %q does not -require bandwidth, which ENABLE_BANDWIDTH_PLUGIN=true chains", cmd)
 	}
+	// ENABLE_IPv6=true chains vpcnet-egress-v4 (ENABLE_V4_EGRESS, true by
+	// default), which takes its addresses from host-local: an IPv6 node
+	// without either would fail every pod.
+	if !slices.Contains(required, "host-local") {
+		t.Errorf("init command %q does not -require host-local, which vpcnet-egress-v4 delegates to", cmd)
+	}
+	if !slices.Contains(cmd, "vpcnet-egress-v4") || !slices.Contains(cmd, "vpcnet") {
+		t.Errorf("init command %q does not install vpcnet and vpcnet-egress-v4, which an IPv6 node chains", cmd)
+	}
 	i := slices.IndexFunc(installer.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == to })
 	if i < 0 {
 		t.Fatalf("the installer writes to %s, which is not mounted", to)

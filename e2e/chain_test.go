@@ -80,7 +80,7 @@ func TestHostPortsAndChainedBandwidthWork(t *testing.T) {
 func fetch(ctx context.Context, nsPath, addr string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	conn, err := fabric.Dial(ctx, nsPath, "tcp4", addr)
+	conn, err := fabric.Dial(ctx, nsPath, "tcp", addr) // the family of addr
 	if err != nil {
 		return "", err
 	}

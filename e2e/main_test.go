@@ -12,8 +12,9 @@ import (
 	"testing"
 )
 
-// binDir holds vpcnetd, vpcnet, vpcnetctl and the reference portmap and
-// bandwidth plugins, built once for every test.
+// binDir holds vpcnetd, vpcnet, vpcnet-egress-v4, vpcnetctl and the
+// reference portmap, bandwidth and host-local plugins, built once for
+// every test.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -45,9 +46,10 @@ func TestMain(m *testing.M) {
 // build compiles the binaries the way `make build-sim` does.
 func build(dir string) error {
 	steps := [][]string{
-		{"go", "build", "-o", dir + "/", "../cmd/vpcnetd", "../cmd/vpcnet", "../cmd/vpcnetctl"},
+		{"go", "build", "-o", dir + "/", "../cmd/vpcnetd", "../cmd/vpcnet", "../cmd/vpcnet-egress-v4", "../cmd/vpcnetctl"},
 		{"go", "install", "github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1",
-			"github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1"},
+			"github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1",
+			"github.com/containernetworking/plugins/plugins/ipam/host-local@v1.9.1"},
 	}
 	for _, s := range steps {
 		cmd := exec.Command(s[0], s[1:]...)
@@ -56,7 +58,7 @@ func build(dir string) error {
 			return fmt.Errorf("%v: %v\n%s", s, err, out)
 		}
 	}
-	for _, b := range []string{"vpcnetd", "vpcnet", "vpcnetctl", "portmap", "bandwidth"} {
+	for _, b := range []string{"vpcnetd", "vpcnet", "vpcnet-egress-v4", "vpcnetctl", "portmap", "bandwidth", "host-local"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return fmt.Errorf("build: %w", err)
 		}

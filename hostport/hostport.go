@@ -51,10 +51,11 @@ func (m Mapping) String() string {
 	return fmt.Sprintf("%s:%d/%s->%d", host, m.HostPort, m.Protocol, m.ContainerPort)
 }
 
-// Parse checks one entry of the runtime's portMappings. skip is true for
-// an entry that cannot apply to an IPv4 pod (an IPv6 hostIP), which the
-// reference portmap plugin ignores as well.
-func Parse(hostPort, containerPort int, protocol, hostIP string) (m Mapping, skip bool, err error) {
+// Parse checks one entry of the runtime's portMappings for a pod of one
+// family (ipv6: an IPv6 pod). skip is true for an entry whose hostIP is of
+// the other family, which cannot apply to the pod: the reference portmap
+// plugin ignores such entries as well.
+func Parse(hostPort, containerPort int, protocol, hostIP string, ipv6 bool) (m Mapping, skip bool, err error) {
 	if hostPort < 1 || hostPort > 65535 {
 		return Mapping{}, false, fmt.Errorf("hostPort %d is not a port number (1-65535)", hostPort)
 	}
@@ -75,7 +76,7 @@ func Parse(hostPort, containerPort int, protocol, hostIP string) (m Mapping, ski
 			return Mapping{}, false, fmt.Errorf("hostIP %q is not an IP address", hostIP)
 		}
 		a = a.Unmap()
-		if !a.Is4() {
+		if a.Is6() != ipv6 {
 			return Mapping{}, true, nil
 		}
 		if !a.IsUnspecified() {
@@ -214,15 +215,15 @@ func Decode(data []byte) (Set, error) {
 	}
 	var s Set
 	for i, e := range f.Entries {
-		if e.Key.Network == "" || e.Key.ContainerID == "" || e.Key.IfName == "" || !e.Addr.Is4() || len(e.Mappings) == 0 {
-			return Set{}, fmt.Errorf("entry %d (%s): needs an attachment, an IPv4 address and a mapping", i, e.Key)
+		if e.Key.Network == "" || e.Key.ContainerID == "" || e.Key.IfName == "" || !e.Addr.IsValid() || e.Addr.Is4In6() || e.Addr.Zone() != "" || len(e.Mappings) == 0 {
+			return Set{}, fmt.Errorf("entry %d (%s): needs an attachment, an IPv4 or IPv6 address and a mapping", i, e.Key)
 		}
 		for _, m := range e.Mappings {
 			host := ""
 			if m.HostIP.IsValid() {
 				host = m.HostIP.String()
 			}
-			n, skip, err := Parse(int(m.HostPort), int(m.ContainerPort), string(m.Protocol), host)
+			n, skip, err := Parse(int(m.HostPort), int(m.ContainerPort), string(m.Protocol), host, e.Addr.Is6())
 			if err == nil && (skip || n != m) {
 				err = errors.New("not as the plugin sends it")
 			}

@@ -13,6 +13,7 @@ func TestParseTakesWhatKubernetesSendsAndNamesWhatItRefuses(t *testing.T) {
 		name                    string
 		hostPort, containerPort int
 		protocol, hostIP        string
+		ipv6                    bool
 		want                    Mapping
 		skip                    bool
 		err                     string
@@ -23,7 +24,12 @@ func TestParseTakesWhatKubernetesSendsAndNamesWhatItRefuses(t *testing.T) {
 		{name: "one host address", hostPort: 80, containerPort: 8080, hostIP: "10.0.0.10",
 			want: Mapping{HostIP: netip.MustParseAddr("10.0.0.10"), HostPort: 80, ContainerPort: 8080, Protocol: TCP}},
 		{name: "0.0.0.0 is every address", hostPort: 80, containerPort: 80, hostIP: "0.0.0.0", want: Mapping{HostPort: 80, ContainerPort: 80, Protocol: TCP}},
-		{name: "IPv6 host address skipped", hostPort: 80, containerPort: 80, hostIP: "fd00::1", skip: true},
+		{name: "IPv6 host address skipped for an IPv4 pod", hostPort: 80, containerPort: 80, hostIP: "fd00::1", skip: true},
+		{name: "IPv6 host address of an IPv6 pod", hostPort: 80, containerPort: 80, hostIP: "fd00::1", ipv6: true,
+			want: Mapping{HostIP: netip.MustParseAddr("fd00::1"), HostPort: 80, ContainerPort: 80, Protocol: TCP}},
+		{name: ":: is every address of an IPv6 pod", hostPort: 80, containerPort: 80, hostIP: "::", ipv6: true, want: Mapping{HostPort: 80, ContainerPort: 80, Protocol: TCP}},
+		{name: "no host address applies to an IPv6 pod", hostPort: 80, containerPort: 80, ipv6: true, want: Mapping{HostPort: 80, ContainerPort: 80, Protocol: TCP}},
+		{name: "IPv4 host address skipped for an IPv6 pod", hostPort: 80, containerPort: 80, hostIP: "10.0.0.10", ipv6: true, skip: true},
 		{name: "hostPort 0", hostPort: 0, containerPort: 80, err: "hostPort 0 is not a port number"},
 		{name: "containerPort too large", hostPort: 80, containerPort: 70000, err: "containerPort 70000 is not a port number"},
 		{name: "unknown protocol", hostPort: 80, containerPort: 80, protocol: "icmp", err: `protocol "icmp" is not tcp, udp or sctp`},
@@ -31,7 +37,7 @@ func TestParseTakesWhatKubernetesSendsAndNamesWhatItRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, skip, err := Parse(tt.hostPort, tt.containerPort, tt.protocol, tt.hostIP)
+			got, skip, err := Parse(tt.hostPort, tt.containerPort, tt.protocol, tt.hostIP, tt.ipv6)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("Parse = %v, %v; want an error saying %q", got, err, tt.err)
@@ -91,6 +97,10 @@ func TestTheFileReadsBackAndRefusesWhatThePluginCouldNotHaveSent(t *testing.T) {
 	if err := s.Put(entry("a", "10.0.0.21", Mapping{HostIP: netip.MustParseAddr("10.0.0.10"), HostPort: 53, ContainerPort: 5353, Protocol: UDP})); err != nil {
 		t.Fatal(err)
 	}
+	// An IPv6 pod's (ENABLE_IPv6), with a host address of its family.
+	if err := s.Put(entry("b", "2600:1f14::5", Mapping{HostIP: netip.MustParseAddr("2600:1f14::10"), HostPort: 80, ContainerPort: 8080, Protocol: TCP})); err != nil {
+		t.Fatal(err)
+	}
 	data, err := s.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -104,12 +114,13 @@ func TestTheFileReadsBackAndRefusesWhatThePluginCouldNotHaveSent(t *testing.T) {
 		t.Errorf("read back and written again:\n%s\nwant:\n%s", again, data)
 	}
 	for name, bad := range map[string]string{
-		"truncated":       string(data[:len(data)/2]),
-		"newer version":   `{"version":2,"entries":[]}`,
-		"port 0":          `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"10.0.0.1","mappings":[{"hostPort":0,"containerPort":1,"protocol":"tcp"}]}]}`,
-		"no address":      `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"mappings":[{"hostPort":1,"containerPort":1,"protocol":"tcp"}]}]}`,
-		"a clash":         `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"10.0.0.1","mappings":[{"hostPort":1,"containerPort":1,"protocol":"tcp"}]},{"key":{"Network":"n","ContainerID":"d","IfName":"eth0"},"addr":"10.0.0.2","mappings":[{"hostPort":1,"containerPort":1,"protocol":"tcp"}]}]}`,
-		"upper-case kept": `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"10.0.0.1","mappings":[{"hostPort":1,"containerPort":1,"protocol":"TCP"}]}]}`,
+		"truncated":                          string(data[:len(data)/2]),
+		"newer version":                      `{"version":2,"entries":[]}`,
+		"port 0":                             `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"10.0.0.1","mappings":[{"hostPort":0,"containerPort":1,"protocol":"tcp"}]}]}`,
+		"no address":                         `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"mappings":[{"hostPort":1,"containerPort":1,"protocol":"tcp"}]}]}`,
+		"a clash":                            `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"10.0.0.1","mappings":[{"hostPort":1,"containerPort":1,"protocol":"tcp"}]},{"key":{"Network":"n","ContainerID":"d","IfName":"eth0"},"addr":"10.0.0.2","mappings":[{"hostPort":1,"containerPort":1,"protocol":"tcp"}]}]}`,
+		"a host address of the other family": `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"fd00::1","mappings":[{"hostIP":"10.0.0.10","hostPort":1,"containerPort":1,"protocol":"tcp"}]}]}`,
+		"upper-case kept":                    `{"version":1,"entries":[{"key":{"Network":"n","ContainerID":"c","IfName":"eth0"},"addr":"10.0.0.1","mappings":[{"hostPort":1,"containerPort":1,"protocol":"TCP"}]}]}`,
 	} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode accepted a file with %s", name)

@@ -59,6 +59,9 @@ func (n *Node) agentEnv() []string {
 		// libcni) finds them; the agent reports it for doctor.
 		"VPCNET_CNI_BIN_DIR=" + n.cluster.state.BinDir,
 		"VPCNET_AWS_VPC_CNI_CHECKPOINT=" + filepath.Join(n.Dir, "aws-node", "ipam.json"),
+		// Every node's IPv6 pods' IPv4 egress addresses in its own
+		// directory, as on separate machines, not the test host's /run.
+		"VPCNET_EGRESS_V4_IPAM_DIR=" + filepath.Join(n.Dir, "egress-v4-ipam"),
 		"INTROSPECTION_BIND_ADDRESS=" + introspection,
 	}
 	return append(env, n.env...)
@@ -70,7 +73,7 @@ func (n *Node) agentEnv() []string {
 // would be restored as if it were true (the new cloud hands the same
 // addresses out again). The agent's log stays, and goes on.
 func (n *Node) resetAgentState() error {
-	for _, d := range []string{"lib", "net.d", "run", "cni-cache", "aws-node"} {
+	for _, d := range []string{"lib", "net.d", "run", "cni-cache", "aws-node", "egress-v4-ipam"} {
 		if err := os.RemoveAll(filepath.Join(n.Dir, d)); err != nil {
 			return fmt.Errorf("node %s: remove the state an earlier cluster left: %w", n.ID, err)
 		}

@@ -192,11 +192,13 @@ func resultAddr(res types.Result) (netip.Addr, error) {
 	if len(r.IPs) == 0 {
 		return netip.Addr{}, errors.New("CNI result has no address")
 	}
-	a, ok := netip.AddrFromSlice(r.IPs[0].Address.IP.To4())
+	// The first address is the pod's own: its IPv4 address, or on an
+	// IPv6 node its IPv6 one (the IPv4 egress plugin adds none).
+	a, ok := netip.AddrFromSlice(r.IPs[0].Address.IP)
 	if !ok {
-		return netip.Addr{}, fmt.Errorf("CNI result address %s is not IPv4", r.IPs[0].Address.IP)
+		return netip.Addr{}, fmt.Errorf("CNI result address %q is not an IP address", r.IPs[0].Address.IP)
 	}
-	return a, nil
+	return a.Unmap(), nil
 }
 
 // Pods lists the pods of the cluster, from the state directory, so that

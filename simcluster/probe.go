@@ -30,12 +30,22 @@ func (c *Cluster) Internet() Endpoint {
 	return Endpoint{Name: "internet", NetNS: c.state.Internet, Addr: fabric.InternetAddr}
 }
 
+// Internet6 is the internet stand-in at its IPv6 address.
+func (c *Cluster) Internet6() Endpoint {
+	return Endpoint{Name: "internet", NetNS: c.state.Internet, Addr: fabric.InternetAddr6}
+}
+
 // Probe opens a TCP connection from one endpoint to another and returns
 // the source address the receiver saw: the pod's own address inside the
 // VPC, the node's primary address after SNAT. The listener lives only for
-// the probe, so probing needs nothing running in the pods.
+// the probe, so probing needs nothing running in the pods. The family is
+// the destination's.
 func Probe(ctx context.Context, from, to Endpoint) (netip.Addr, error) {
-	ln, err := fabric.Listen(to.NetNS, "tcp4", net.JoinHostPort(to.Addr.String(), "0"))
+	network := "tcp4"
+	if to.Addr.Is6() {
+		network = "tcp6"
+	}
+	ln, err := fabric.Listen(to.NetNS, network, net.JoinHostPort(to.Addr.String(), "0"))
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("listen in %s: %w", to.Name, err)
 	}
@@ -51,7 +61,7 @@ func Probe(ctx context.Context, from, to Endpoint) (netip.Addr, error) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, err := fabric.Dial(ctx, from.NetNS, "tcp4", net.JoinHostPort(to.Addr.String(), strconv.Itoa(port)))
+	conn, err := fabric.Dial(ctx, from.NetNS, network, net.JoinHostPort(to.Addr.String(), strconv.Itoa(port)))
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("%s → %s (%s): %w", from.Name, to.Name, to.Addr, err)
 	}

@@ -16,12 +16,12 @@ func portMappings(conf *netConf, log *slog.Logger) ([]agentapi.PortMapping, erro
 	}
 	var out []agentapi.PortMapping
 	for i, p := range conf.plugin.RuntimeConfig.PortMappings {
-		m, skip, err := hostport.Parse(p.HostPort, p.ContainerPort, p.Protocol, p.HostIP)
+		m, skip, err := hostport.Parse(p.HostPort, p.ContainerPort, p.Protocol, p.HostIP, conf.plugin.IPv6)
 		if err != nil {
 			return nil, invalidConf(fmt.Sprintf("field runtimeConfig.portMappings[%d]: %v", i, err))
 		}
 		if skip {
-			log.Info("hostPort skipped: its hostIP is IPv6 and the pod has only an IPv4 address", "hostIP", p.HostIP, "hostPort", p.HostPort)
+			log.Info("hostPort skipped: its hostIP is not of the pod's address family", "hostIP", p.HostIP, "hostPort", p.HostPort, "ipv6Pod", conf.plugin.IPv6)
 			continue
 		}
 		host := ""

@@ -77,12 +77,12 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 		r.Settings = append(r.Settings, e.Name+"="+e.Value)
 	}
 	cfg, err := config.LoadEnviron(r.Settings)
-	if err == nil && cfg.IPv6 {
-		// The settings are valid, and vpcnetd's IPv6 pool and pod wiring
-		// are built, but vpcnetd stops at host set-up on such a node
-		// until the node's IPv6 set-up exists (issue 27): say so before
-		// the switch.
-		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\": vpcnet does not yet set up the node for IPv6 pods (IPv6 forwarding, NetworkPolicy, the pod-IMDS deny and hostPorts in IPv6); keep aws-node on IPv6 clusters for now")
+	if err == nil && cfg.IPv6 && cfg.NetworkPolicy {
+		// The settings are valid and vpcnetd runs IPv6 nodes, but it
+		// enforces NetworkPolicy for IPv4 pods only and refuses to start
+		// an IPv6 node in a cluster with enforcement on, vpcnet's default
+		// (issue 27): say so before the switch.
+		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\": vpcnet enforces NetworkPolicy for IPv4 pods only, and vpcnetd refuses to start an IPv6 node with VPCNET_NETWORK_POLICY=on (its default); set VPCNET_NETWORK_POLICY=off in vpcnet's chart (env.VPCNET_NETWORK_POLICY) and run a policy engine chained with vpcnet, or keep aws-node on IPv6 clusters for now")
 	}
 	if err != nil {
 		var cerr *config.Error

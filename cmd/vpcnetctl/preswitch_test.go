@@ -110,10 +110,11 @@ func TestPreswitchNamesASettingVpcnetdWouldRefuse(t *testing.T) {
 	}
 }
 
-// aws-node's IPv6 manifest is valid for vpcnetd, but vpcnetd would stop
-// at host set-up on such a node until IPv6 pods are wired: the check
-// says so before anything is deleted.
-func TestPreswitchOfAnIPv6ClusterSaysIPv6PodsAreNotWiredYet(t *testing.T) {
+// aws-node's IPv6 manifest is valid for vpcnetd, but vpcnetd refuses to
+// start an IPv6 node that would enforce NetworkPolicy (for IPv4 pods
+// only), which it does by default: the check says so before anything is
+// deleted.
+func TestPreswitchOfAnIPv6ClusterSaysNetworkPolicyMustBeOff(t *testing.T) {
 	env := slices.Clone(awsNodeEnv)
 	for i := range env {
 		switch env[i].Name {
@@ -127,7 +128,7 @@ func TestPreswitchOfAnIPv6ClusterSaysIPv6PodsAreNotWiredYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Ready() || len(r.Refused) != 1 || !strings.HasPrefix(r.Refused[0], `ENABLE_IPv6="true": vpcnet does not yet set up the node for IPv6 pods`) {
+	if r.Ready() || len(r.Refused) != 1 || !strings.HasPrefix(r.Refused[0], `ENABLE_IPv6="true": vpcnet enforces NetworkPolicy for IPv4 pods only`) || !strings.Contains(r.Refused[0], "VPCNET_NETWORK_POLICY=off") {
 		t.Fatalf("refused %q, want ENABLE_IPv6=true alone", r.Refused)
 	}
 }

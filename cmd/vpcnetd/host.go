@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -16,17 +15,7 @@ type host struct{ dp *dataplane.Dataplane }
 
 var _ agent.Host = host{}
 
-// errNoIPv6Dataplane stops an IPv6 node before the agent asks EC2 for a
-// prefix: the agent's IPv6 pool and the pods' own wiring are built (issue
-// 27), the node's IPv6 set-up is not yet (forwarding, and NetworkPolicy,
-// the pod-IMDS deny and hostPorts in IPv6), and a node that ran IPv6 pods
-// without their policies would let through what the policies forbid.
-var errNoIPv6Dataplane = errors.New("ENABLE_IPv6=true: this build of vpcnet does not yet set up the node for IPv6 pods (IPv6 forwarding, NetworkPolicy, the pod-IMDS deny and hostPorts in IPv6); set ENABLE_IPv6=false")
-
 func (h host) Setup(ctx context.Context, n agent.NodeNet) error {
-	if n.IPv6 {
-		return errNoIPv6Dataplane
-	}
 	mac, err := net.ParseMAC(n.PrimaryMAC)
 	if err != nil {
 		return fmt.Errorf("primary ENI MAC %q from IMDS: %w", n.PrimaryMAC, err)
@@ -34,7 +23,7 @@ func (h host) Setup(ctx context.Context, n agent.NodeNet) error {
 	return h.dp.SetupHost(ctx, dataplane.HostConfig{
 		PrimaryMAC: mac, PrimaryIP: n.PrimaryIP, VPCCIDRs: n.VPCCIDRs,
 		ExcludeSNATCIDRs: n.ExcludeSNATCIDRs, ExternalSNAT: n.ExternalSNAT, MTU: n.MTU,
-		SNATPorts: dataplane.SNATPorts(n.RandomizeSNAT), DenyPodIMDS: n.DenyPodIMDS,
+		SNATPorts: dataplane.SNATPorts(n.RandomizeSNAT), DenyPodIMDS: n.DenyPodIMDS, IPv6: n.IPv6,
 	})
 }
 

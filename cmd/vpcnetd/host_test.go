@@ -1,19 +1,36 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"testing"
 
-	"github.com/vpcnet/vpcnet/agent"
+	"k8s.io/client-go/rest"
+
+	"github.com/vpcnet/vpcnet/config"
 )
 
-// An IPv6 node stops at host set-up, before the agent asks EC2 for a
-// prefix, while the pods' IPv6 wiring does not exist: the dataplane (nil
-// here) is never touched.
-func TestHostSetupRefusesIPv6UntilPodsAreWired(t *testing.T) {
-	err := host{}.Setup(context.Background(), agent.NodeNet{IPv6: true, PrimaryMAC: "02:00:00:00:00:01"})
-	if !errors.Is(err, errNoIPv6Dataplane) {
-		t.Fatalf("Setup = %v, want errNoIPv6Dataplane", err)
+// An IPv6 node with a Kubernetes API and enforcement on stops before it
+// starts a pod whose NetworkPolicies the IPv4-only policy tables could
+// not enforce; with enforcement off, or no API (no policies), it runs.
+func TestIPv6NodeRefusesToEnforceNetworkPolicyItCannot(t *testing.T) {
+	rc := &rest.Config{Host: "https://127.0.0.1:1"}
+	for _, tt := range []struct {
+		name      string
+		ipv6, pol bool
+		rc        *rest.Config
+		want      error
+	}{
+		{"IPv6 with enforcement", true, true, rc, errIPv6Policy},
+		{"IPv6 with enforcement off", true, false, rc, nil},
+		{"IPv6 without a Kubernetes API", true, true, nil, nil},
+		{"IPv4 with enforcement", false, true, rc, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Config{IPv6: tt.ipv6, IPv4: !tt.ipv6, NetworkPolicy: tt.pol}
+			_, err := policyOptions(cfg, tt.rc, nil)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("policyOptions = %v, want %v", err, tt.want)
+			}
+		})
 	}
 }

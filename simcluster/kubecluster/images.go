@@ -24,7 +24,7 @@ const (
 // entrypoint, run as root. TestImageMatchesDockerfile keeps the two in step.
 var VpcnetImageSpec = ImageSpec{
 	Dir:        "/usr/local/bin",
-	Programs:   []string{"bandwidth", "portmap", "vpcnet", "vpcnet-budget", "vpcnet-install", "vpcnetctl", "vpcnetd"},
+	Programs:   []string{"bandwidth", "host-local", "portmap", "vpcnet", "vpcnet-budget", "vpcnet-egress-v4", "vpcnet-install", "vpcnetctl", "vpcnetd"},
 	Entrypoint: []string{"/usr/local/bin/vpcnetd"},
 	User:       "0:0",
 }
