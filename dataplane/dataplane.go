@@ -53,6 +53,10 @@ type Dataplane struct {
 	// policyWrites counts SetPolicy calls that committed a transaction:
 	// tests see by it that a call with nothing to change wrote nothing.
 	policyWrites atomic.Int64
+	// policyReads counts the policy writes that listed the table first:
+	// tests see by it that a write of map entries alone (an ADD's, a
+	// DEL's) reads nothing.
+	policyReads atomic.Int64
 }
 
 // New validates opts and returns a Dataplane.

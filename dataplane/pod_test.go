@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/vpcnet/vpcnet/dataplane/netnstest"
 )
@@ -322,6 +324,11 @@ func deleteLink(t *testing.T, n ns.NetNS, name string) {
 		if err != nil {
 			return nil // already gone
 		}
-		return netlink.LinkDel(l)
+		// The kernel may delete it between the two calls, as it frees
+		// the pod's namespace.
+		if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+		return nil
 	})
 }

@@ -97,6 +97,14 @@ type podChain struct {
 	counter string
 	rules   []ruleSpec
 	digest  [32]byte
+	// from is the Isolation the chain was rendered from, and logDrops
+	// the setting: a later model handed the same Isolation (the
+	// compiler hands a pod's verdicts again while nothing they depend
+	// on changed) takes digest and rules without hashing them again.
+	// Holding the pointer keeps its memory from being reused for
+	// another.
+	from     *verdicts.Isolation
+	logDrops bool
 }
 
 // SetPolicy makes the node's NetworkPolicy rules exactly rs, in one
@@ -111,6 +119,12 @@ type podChain struct {
 //     keeps those counts goes unseen until the rules change; a deleted or
 //     added chain, set or counter, or the table gone, is seen and
 //     repaired.
+//   - rs differs from what this Dataplane last wrote in its pods'
+//     addresses only (an ADD or a DEL of a pod whose chains were
+//     written when it was bound to the node): those map entries, without
+//     listing the table first. When the kernel refuses them (a chain or
+//     map they need is gone, an entry to delete is not there), the table
+//     is read and rewritten as after a restart.
 //   - this Dataplane wrote the table before: the change (the pods'
 //     chains, map entries and sets that differ), so that an ADD writes
 //     one pod's chain rather than the table.
@@ -121,6 +135,11 @@ type podChain struct {
 // Counters of pods that stay isolated are kept in every case, so a pod's
 // drops count from when it was first isolated in that direction, across
 // rewrites and restarts of the agent.
+//
+// The Isolations of rs must not change once given: an Isolation handed
+// again for the same pod (as netpol.Compiler hands a pod's verdicts while
+// nothing they depend on changes) is taken to say what it said, and its
+// chain is not rendered or hashed again.
 func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops bool) error {
 	var next *policyModel
 	if len(rs.Pods) > 0 {
@@ -157,11 +176,33 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops
 // committed.
 func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, err error) {
 	const fam = nftables.TableFamilyIPv4
+	last, lastUse := d.policy.last, d.policy.use
+	if next != nil && last != nil && last.onlyAddressesDiffer(next) {
+		// An ADD's or a DEL's write: map entries only, sent without
+		// reading the table first. The kernel checks what they need: an
+		// entry that jumps to a chain gone, into a map gone, or a
+		// deleted entry that is not there, fails the transaction whole,
+		// and the table is then read and repaired below. The table's use
+		// count (its chains, sets and counters) does not change with map
+		// entries; another change of it is seen by the next write that
+		// reads it.
+		d.policy = policyState{}
+		if err := changePolicyTable(nft, &nftables.Table{Name: PolicyTable, Family: fam}, last, next); err != nil {
+			return false, err
+		}
+		err := nft.commit()
+		if err == nil {
+			d.policy = policyState{last: next, use: lastUse}
+			return true, nil
+		}
+		d.log.Warn("NetworkPolicy map entries refused; reading the table", "err", err)
+		last = nil // the table is not what was last written: compare it whole
+	}
+	d.policyReads.Add(1)
 	t, err := nft.table(fam, PolicyTable)
 	if err != nil {
 		return false, err
 	}
-	last, lastUse := d.policy.last, d.policy.use
 	if next == nil {
 		d.policy = policyState{}
 		if t == nil {
@@ -420,6 +461,8 @@ type peerRenders struct {
 	// chains are the last model's, whose rules a chain with the same
 	// name and digest reuses.
 	chains map[string]podChain
+	// hashed counts the chains whose digest a model computed, for tests.
+	hashed int
 }
 
 type peerSliceID struct {
@@ -485,15 +528,28 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 				}
 				continue
 			}
-			ch := podChain{ingress: ingress, counter: dropCounter(name)}
+			ch := podChain{ingress: ingress, counter: dropCounter(name), from: iso, logDrops: logDrops}
 			if r.Pod.IP.IsValid() {
 				ch.addrs = []netip.Addr{r.Pod.IP}
+			}
+			if old, ok := pr.chains[name]; ok && old.from == iso && old.logDrops == logDrops {
+				// The same verdicts as last time: the same rules, whose
+				// peer sets this model still needs.
+				for i := range iso.Allows {
+					if a := &iso.Allows[i]; !a.AnyPeer && len(a.Peers) > 0 {
+						peerSet(a.Peers)
+					}
+				}
+				ch.digest, ch.rules = old.digest, old.rules
+				m.chains[name] = ch
+				continue
 			}
 			// What the rules say, hashed before they are rendered: a
 			// chain the last model rendered from the same is reused,
 			// so a write renders the chains that changed (an ADD's),
 			// not every pod's.
 			allows = allows[:0]
+			pr.hashed++
 			sig := newChainSig(r.Pod, logDrops)
 			for i := range iso.Allows {
 				a := &iso.Allows[i]
@@ -657,6 +713,29 @@ func addrRanges(ps []netip.Prefix) []netipx.IPRange {
 		}
 	}
 	return out
+}
+
+// onlyAddressesDiffer says m and o have the same chains, rules and sets,
+// and that some chain's addresses differ: going from one to the other
+// adds and deletes map entries, nothing else.
+func (m *policyModel) onlyAddressesDiffer(o *policyModel) bool {
+	if m.logDrops != o.logDrops || len(m.chains) != len(o.chains) || len(m.sets) != len(o.sets) {
+		return false
+	}
+	differ := false
+	for name, ch := range m.chains {
+		oc, ok := o.chains[name]
+		if !ok || oc.digest != ch.digest {
+			return false
+		}
+		differ = differ || !slices.Equal(oc.addrs, ch.addrs)
+	}
+	for name := range m.sets {
+		if _, ok := o.sets[name]; !ok {
+			return false
+		}
+	}
+	return differ
 }
 
 // same says m and o write the same table.

@@ -678,3 +678,47 @@ add element ip `+PolicyTable+` ingress { 10.0.1.60 : jump in-10.0.1.60 }
 		t.Error("b's new verdicts are not in force")
 	}
 }
+
+// An ADD's write and a DEL's change only map entries: they are sent
+// without listing the table, and the pod is isolated from the write on.
+// When the kernel refuses them because someone removed what they need
+// (here the pod's chain and counter), the table is read and repaired in
+// the same call: the pod is never left open.
+func TestAnAddsMapEntriesAreWrittenWithoutReadingTheTableAndRepairedWhenRefused(t *testing.T) {
+	pp := newPolicyPods(t)
+	serveTCP(t, pp.b.ns, netip.AddrPortFrom(pp.b.cfg.Addr, 8080))
+	iso := &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "default/web ingress[0]", Peers: only(pp.a)}}}
+	bound := ref(pp.b, "pol-b")
+	bound.IP = netip.Addr{}
+	boundRS := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Ingress: iso}}}
+	addedRS := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: iso}}}
+	dp := pp.n.dp
+	pp.set(t, boundRS)
+	reads, writes := dp.policyReads.Load(), dp.policyWrites.Load()
+	pp.set(t, addedRS) // the ADD
+	if reaches(pp.c, pp.b, 8080) || !reaches(pp.a, pp.b, 8080) {
+		t.Error("b's verdicts are not in force after its Add")
+	}
+	pp.set(t, boundRS) // the DEL
+	if !reaches(pp.c, pp.b, 8080) {
+		t.Error("b's map entry stayed after its Del")
+	}
+	if r, w := dp.policyReads.Load()-reads, dp.policyWrites.Load()-writes; r != 0 || w != 2 {
+		t.Errorf("the Add and the Del read the table %d times and wrote %d; want 0 and 2", r, w)
+	}
+	want := listTable(t, pp.n.node, PolicyTable, false)
+	nft(t, pp.n.node, "flush chain ip "+PolicyTable+" in-default/pol-b\n"+
+		"delete chain ip "+PolicyTable+" in-default/pol-b\n"+
+		"delete counter ip "+PolicyTable+" drop-in-default/pol-b\n")
+	pp.set(t, addedRS)
+	if reaches(pp.c, pp.b, 8080) || !reaches(pp.a, pp.b, 8080) {
+		t.Error("b's verdicts are not in force after an Add whose chain someone had removed")
+	}
+	if r := dp.policyReads.Load() - reads; r != 1 {
+		t.Errorf("the refused Add read the table %d times; want once", r)
+	}
+	pp.set(t, boundRS)
+	// The same lines; a rewritten table lists its chains in another order.
+	diffLines(t, "policy table repaired", slices.Sorted(slices.Values(withoutCounts(listTable(t, pp.n.node, PolicyTable, false)))),
+		slices.Sorted(slices.Values(withoutCounts(want))))
+}

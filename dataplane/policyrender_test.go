@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -274,7 +275,7 @@ func TestAPeerListTheCompilerHandsAgainIsRenderedOnce(t *testing.T) {
 	}
 	// A different list with the same content is rendered, and named alike.
 	again := append([]netip.Prefix(nil), peers...)
-	rs.Pods[0].Ingress.Allows[0].Peers = again
+	rs.Pods[0].Ingress = &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: again}}}
 	third, err := pr.model(rs, false)
 	if err != nil {
 		t.Fatal(err)
@@ -375,4 +376,63 @@ func TestAWriteRendersOnlyTheChainsThatChanged(t *testing.T) {
 		}
 		last, lastChain = m, next.chain
 	}
+}
+
+// The compiler hands a pod's verdicts again, the same Isolation, while
+// nothing they depend on changes: a write then takes the pod's chain from
+// the last model without hashing it. Only its address (an ADD, a DEL)
+// may differ. A new Isolation is hashed, and one that says the same
+// keeps the rules rendered before.
+func TestAnIsolationHandedAgainIsNotHashedAgain(t *testing.T) {
+	iso := &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "shop/p ingress[0]", Peers: prefixes("10.1.0.0/24"),
+		Ports: []verdicts.Port{{Protocol: verdicts.TCP, First: 80, Last: 80}}}}}
+	bound := podRef("10.0.0.5")
+	bound.IP = netip.Addr{}
+	var pr peerRenders
+	first, err := pr.model(verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Ingress: iso, Egress: &verdicts.Isolation{}}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.hashed != 2 {
+		t.Fatalf("the first model hashed %d chains, want 2", pr.hashed)
+	}
+	egress := first.chains["out-shop/web-10.0.0.5"].from
+	added, err := pr.model(verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: iso, Egress: egress}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.hashed != 2 {
+		t.Errorf("the pod's Add hashed %d chains again", pr.hashed-2)
+	}
+	fresh := mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: iso, Egress: &verdicts.Isolation{}}}}, false)
+	if !reflect.DeepEqual(withoutFrom(added), withoutFrom(fresh)) {
+		t.Errorf("the model that reused the chains is not what a fresh one makes:\n%+v\n%+v", added, fresh)
+	}
+	if !added.onlyAddressesDiffer(first) || first.onlyAddressesDiffer(first) {
+		t.Error("onlyAddressesDiffer does not tell the Add's model from the bound pod's")
+	}
+	same := &verdicts.Isolation{Allows: slices.Clone(iso.Allows)}
+	again, err := pr.model(verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: podRef("10.0.0.5"), Ingress: same, Egress: egress}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.hashed != 3 {
+		t.Errorf("a new Isolation: %d chains hashed, want 1", pr.hashed-2)
+	}
+	if &again.chains["in-shop/web-10.0.0.5"].rules[0] != &first.chains["in-shop/web-10.0.0.5"].rules[0] {
+		t.Error("an Isolation that says the same was rendered again")
+	}
+	if !again.same(added) {
+		t.Error("the same verdicts in a new Isolation make another table")
+	}
+}
+
+// withoutFrom is m's chains without what they were rendered from.
+func withoutFrom(m *policyModel) map[string]podChain {
+	out := map[string]podChain{}
+	for name, ch := range m.chains {
+		ch.from = nil
+		out[name] = ch
+	}
+	return out
 }
