@@ -127,16 +127,16 @@ func (e *election) loop(i int) {
 }
 
 // termStart is when a new leader takes the buckets as empty, as the
-// controller does (controller.Run): when the grants the last leader
-// could still make after the last renewal rp saw have ended (rp saw it
-// at observedAt, after it was made), and no later than the term's start
-// less the Lease's credit; with no horizon, the term's start.
+// controller does (controller.termOffset): when the grants the last
+// leader could still make after the last renewal rp saw have ended (rp
+// saw it at observedAt, after it was made); with no horizon, the term's
+// start. A takeover comes a lease duration or more after observedAt, so
+// this is termCredit or more before the term.
 func (e *election) termStart(rp *replica) time.Time {
-	now := e.r.now()
 	if e.credit == 0 {
-		return now
+		return e.r.now()
 	}
-	return minTime(now.Add(-e.credit), rp.observedAt.Add(leaseDuration-termCredit))
+	return rp.observedAt.Add(leaseDuration - termCredit)
 }
 
 // kill ends the leader's process (a crash: the Lease is not released).
@@ -287,13 +287,6 @@ func failoverAt(o Options, lowerBound time.Duration) time.Duration {
 }
 
 func minT(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}

@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 		Observe:   m.observe,
 	})
 
-	lock := &resourcelock.LeaseLock{
+	lease := &resourcelock.LeaseLock{
 		LeaseMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Lease},
 		Client:    cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{
@@ -156,6 +156,7 @@ func Run(ctx context.Context, o Options) error {
 		},
 		Labels: map[string]string{"app.kubernetes.io/name": "vpcnet-budget"},
 	}
+	lock := &observedLock{Interface: lease, now: clk.Now}
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(s.RenewDeadline)
 	lec := leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -166,7 +167,9 @@ func Run(ctx context.Context, o Options) error {
 		Name:            "vpcnet-budget",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				srv.StartTerm(-credit) // the last leader may have spent every burst
+				// The last leader may have spent every burst, and granted
+				// until its last renewal this replica saw was fresh old.
+				srv.StartTerm(termOffset(clk.Now(), lock.lastRenewalSeen(), s.LeaseDuration, credit))
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())
