@@ -46,24 +46,26 @@ func (o *observedLock) seen(holder string, renew time.Time) {
 }
 
 // lastRenewalSeen is when this replica first read the record it read
-// last; zero if it read none (the Lease did not exist).
-func (o *observedLock) lastRenewalSeen() time.Time {
+// last, zero if it read none (the Lease did not exist); released says
+// that record names no holder: its leader released the Lease (client-go
+// writes an empty holder), having stopped granting first (Run).
+func (o *observedLock) lastRenewalSeen() (at time.Time, released bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.at
+	return o.at, o.holder == ""
 }
 
 // termOffset is where a new term takes the buckets as empty, from now
 // (budgetapi.Server.StartTerm): when the grants of the last leader ended
-// at the latest, lease − credit (fresh + horizon + callSlack) after the
-// last renewal this replica saw was first read (seen). After a crash the
-// term starts a lease duration or more after seen, so this is credit or
-// more before it; after a release (the Lease handed over at once) it may
-// lie ahead. With no record seen (the Lease was just created) there was
-// no leader before: credit before now.
-func termOffset(now, seen time.Time, lease, credit time.Duration) time.Duration {
+// at the latest, after (fresh + horizon + callSlack) after the last
+// renewal this replica saw was first read (seen). After a crash the term
+// starts a lease duration or more after seen, so this is the Lease's
+// credit or more before it; after a release (the Lease handed over at
+// once) it may lie ahead. With no record seen (the Lease was just
+// created) there was no leader before: credit before now.
+func termOffset(now, seen time.Time, after, credit time.Duration) time.Duration {
 	if seen.IsZero() {
 		return -credit
 	}
-	return seen.Add(lease - credit).Sub(now)
+	return seen.Add(after).Sub(now)
 }

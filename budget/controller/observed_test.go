@@ -47,20 +47,30 @@ func TestANewTermCountsTheRefillFromTheLastRenewalItSaw(t *testing.T) {
 	read(3 * time.Second)
 	read(5 * time.Second)
 	read(18 * time.Second) // the same record: the Lease expires at 18 s
-	if seen := lock.lastRenewalSeen(); !seen.Equal(t0.Add(3 * time.Second)) {
-		t.Fatalf("last renewal first read at %v; want 3s", seen.Sub(t0))
+	seen, released := lock.lastRenewalSeen()
+	if !seen.Equal(t0.Add(3*time.Second)) || released {
+		t.Fatalf("last renewal first read at %v (released %v); want 3s, held", seen.Sub(t0), released)
 	}
 	// The takeover at 20.4 s (the retry after the expiry): the last
 	// grants ended by 3 + 8 s.
-	off := termOffset(t0.Add(20400*time.Millisecond), lock.lastRenewalSeen(), s.LeaseDuration, credit)
+	after := s.LeaseDuration - credit
+	off := termOffset(t0.Add(20400*time.Millisecond), seen, after, credit)
 	if want := -9400 * time.Millisecond; off != want {
 		t.Errorf("a crash's takeover at 20.4s takes the buckets as empty %v from its start; want %v (credit alone: %v)", off, want, -credit)
 	}
-	// A release, read at 3 s and taken over at once.
-	if off := termOffset(t0.Add(4*time.Second), t0.Add(3*time.Second), s.LeaseDuration, credit); off != 7*time.Second {
-		t.Errorf("a takeover 1 s after a release seen takes the buckets as empty %v from its start; want 7s, when the last grants can have ended", off)
+	// A release, read at 21 s and taken over at once: the last grants
+	// ended by 21 + horizon + a second.
+	f.rec = resourcelock.LeaderElectionRecord{RenewTime: metav1.NewTime(t0.Add(21 * time.Second))}
+	read(21 * time.Second)
+	seen, released = lock.lastRenewalSeen()
+	if !seen.Equal(t0.Add(21*time.Second)) || !released {
+		t.Fatalf("the release first read at %v (released %v); want 21s, released", seen.Sub(t0), released)
 	}
-	if off := termOffset(t0, time.Time{}, s.LeaseDuration, credit); off != -credit {
+	horizon, fresh, _ := s.Horizon()
+	if off := termOffset(t0.Add(22*time.Second), seen, after-fresh, credit); off != horizon {
+		t.Errorf("a takeover 1 s after a release seen takes the buckets as empty %v from its start; want %v, when the last grants can have ended", off, horizon)
+	}
+	if off := termOffset(t0, time.Time{}, after, credit); off != -credit {
 		t.Errorf("a first term: %v; want %v", off, -credit)
 	}
 }
