@@ -14,7 +14,7 @@ import (
 // then + fresh + horizon (Settings.Horizon). A standby takes the Lease
 // over only after it read the same record for a lease duration, and
 // client-go's update replaces exactly that record; the replica's retry
-// jitter (up to 1.2 retry periods) lies between, and a new term that
+// jittered retry (2 to 4.4 s with the defaults) lies between, and a new term that
 // counted its refill from a fixed credit before its own start lost it.
 type observedLock struct {
 	resourcelock.Interface

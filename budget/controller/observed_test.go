@@ -24,7 +24,7 @@ func (f *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []b
 // ended at the latest, counted from when this replica first read the
 // last renewal (fresh + horizon + callSlack after it), not from a fixed
 // credit before its own start: the standby's retry jitter between the
-// Lease's expiry and its takeover (up to 2.4 s with the defaults) is
+// Lease's expiry and its takeover (up to 4.4 s with the defaults) is
 // refill the term counts (scale's failover: 75 -> 56 pods of 9,000 past
 // the takeover plus one attach at 300 nodes). After a release the
 // Lease is taken over at once, and the buckets are empty only once the
