@@ -11,11 +11,12 @@ import (
 // observedLock is the Lease lock, remembering when this replica first
 // read the record it read last: the renewal that record holds was made
 // before then, so the leader that made it granted nothing after
-// then + fresh + horizon (Settings.Horizon). A standby takes the Lease
-// over only after it read the same record for a lease duration, and
-// client-go's update replaces exactly that record; the replica's retry
-// jittered retry (2 to 4.4 s with the defaults) lies between, and a new term that
-// counted its refill from a fixed credit before its own start lost it.
+// then + fresh + horizon + callSlack (Settings.Horizon). A standby takes
+// the Lease over only after it read the same record for a lease
+// duration, and client-go's update replaces exactly that record; its
+// next jittered retry (2 to 4.4 s with the defaults) comes between, and
+// a new term that counted its refill from a fixed credit before its own
+// start lost that much.
 type observedLock struct {
 	resourcelock.Interface
 	now func() time.Time
