@@ -285,10 +285,3 @@ func failoverAt(o Options, lowerBound time.Duration) time.Duration {
 	}
 	return lowerBound / 2
 }
-
-func minT(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
