@@ -97,6 +97,9 @@ type Budget interface {
 	// Status is what the client has seen of the controller, for
 	// /v1/status.
 	Status() budgetapi.ClientStatus
+	// HoldChanges is signalled when the client starts or stops holding
+	// calls for the controller's next leader (Status().Holding).
+	HoldChanges() <-chan struct{}
 }
 
 // Agent is one node's vpcnetd.

@@ -26,6 +26,22 @@ func (a *Agent) granted(ctx context.Context, j nodestate.Job, calls []string) bo
 	return a.budget.Acquire(ctx, calls, urgent) == nil
 }
 
+// watchHolds tells the machine when the budget client starts or stops
+// holding EC2 calls for the controller's next leader, so waiting Adds
+// wait the failover out (nodestate.BudgetFailover).
+func (a *Agent) watchHolds(ctx context.Context) {
+	for {
+		select {
+		case <-a.budget.HoldChanges():
+		case <-ctx.Done():
+			return
+		}
+		if !a.send(ctx, nodestate.BudgetFailover{Holding: a.budget.Status().Holding}) {
+			return
+		}
+	}
+}
+
 // watchPressure asks the budget controller, every reconcile interval,
 // which of the pool's subnets are nearly full, reporting those EC2 found
 // out of addresses, and tells the machine when the answer changes.

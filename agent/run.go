@@ -59,6 +59,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			defer wg.Done()
 			a.watchPressure(ctx)
 		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.watchHolds(ctx)
+		}()
 	}
 
 	var srv *agentapi.Server

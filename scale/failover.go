@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/budget"
 	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/cloud"
@@ -113,7 +114,7 @@ func (e *election) loop(i int) {
 				if !rp.up || e.holder != i {
 					return
 				}
-				rp.ledger.StartTerm(e.r.now().Add(-e.credit))
+				rp.ledger.StartTerm(e.termStart(rp))
 				rp.leading = true
 				if e.tookOver.IsZero() {
 					e.tookOver = e.r.now()
@@ -123,6 +124,19 @@ func (e *election) loop(i int) {
 		}
 	}
 	e.r.q.at(now.Add(wait), func() { e.loop(i) })
+}
+
+// termStart is when a new leader takes the buckets as empty, as the
+// controller does (controller.termOffset): when the grants the last
+// leader could still make after the last renewal rp saw have ended (rp
+// saw it at observedAt, after it was made); with no horizon, the term's
+// start. A takeover comes a lease duration or more after observedAt, so
+// this is termCredit or more before the term.
+func (e *election) termStart(rp *replica) time.Time {
+	if e.credit == 0 {
+		return e.r.now()
+	}
+	return rp.observedAt.Add(leaseDuration - termCredit)
 }
 
 // kill ends the leader's process (a crash: the Lease is not released).
@@ -188,11 +202,13 @@ func (c *controller) ask(n *node, req budget.Request) (budget.Grant, askOutcome,
 		}
 		if cs.holdUntil.IsZero() {
 			cs.holdUntil = now.Add(budgetapi.DefaultFailoverHold)
+			n.holding(true)
 		}
 		if now.Before(cs.holdUntil) {
 			return budget.Grant{}, hold, min(budgetapi.ElectionPause, cs.holdUntil.Sub(now))
 		}
 		cs.answered, cs.holdUntil = false, time.Time{}
+		n.holding(false)
 		cs.aloneUntil = now.Add(aside)
 		return budget.Grant{}, goAlone, 0
 	}
@@ -211,9 +227,25 @@ func (c *controller) ask(n *node, req budget.Request) (budget.Grant, askOutcome,
 	case !rp.leading:
 		return fail(min(budgetapi.DefaultAlone, budgetapi.ElectionPause))
 	}
+	if !cs.holdUntil.IsZero() {
+		n.holding(false)
+	}
 	cs.answered, cs.holdUntil = true, time.Time{}
 	req.Throttled = n.tr.takeThrottled()
 	return rp.ledger.Reserve(now, req), answered, 0
+}
+
+// holding tells the node's agent that its budget client started or
+// stopped holding EC2 calls for the next leader, as vpcnetd's watchHolds
+// does from the client's HoldChanges: a moment later, on the agent's
+// loop.
+func (n *node) holding(h bool) {
+	gen := n.gen
+	n.r.q.at(n.r.now(), func() {
+		if n.gen == gen && n.agent != nil {
+			n.step(nodestate.BudgetFailover{Holding: h})
+		}
+	})
 }
 
 // aloneDelay is how long the node's own EC2 client makes the calls of a

@@ -78,3 +78,67 @@ func TestAnAddWaitsForAnAddressOnItsWayAndFailsSoonWhenNoneCanCome(t *testing.T)
 		}
 	})
 }
+
+// While the budget controller fails over (the node's budget client holds
+// its EC2 calls for the next leader), a waiting Add's deadline stands
+// still, up to failoverWait: its address comes about the takeover
+// later, and failing the Add just before it comes would cost the pod
+// kubelet's backoff on top (scale's failover: every pod past the
+// takeover plus one attach had one more failed ADD than without it).
+func TestAnAddWaitsOutABudgetFailoverOnTopOfAddWait(t *testing.T) {
+	cfg := testConfig()
+	cfg.AddWait = time.Minute
+	start := func(t *testing.T) *Node {
+		t.Helper()
+		n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Step(t0, HostResult{})
+		n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
+		n.Step(t0, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
+		drain(t, n, t0)
+		return n
+	}
+	failed := func(t *testing.T, n *Node, at time.Time) bool {
+		t.Helper()
+		n.Step(at, Tick{})
+		_, replies := drain(t, n, at)
+		return len(replies) == 1 && replies[0].ID == 2 && replies[0].Err != nil
+	}
+
+	t.Run("held 15 s", func(t *testing.T) {
+		n := start(t)
+		n.Step(t0.Add(50*time.Second), BudgetFailover{Holding: true})
+		drain(t, n, t0.Add(50*time.Second))
+		if failed(t, n, t0.Add(time.Minute)) {
+			t.Fatal("the Add failed at AddWait while the budget controller failed over")
+		}
+		n.Step(t0.Add(65*time.Second), BudgetFailover{Holding: false})
+		drain(t, n, t0.Add(65*time.Second))
+		if wake := n.wake(); !wake.Equal(t0.Add(75 * time.Second)) {
+			t.Fatalf("the node wants to be woken at %v; want at AddWait plus the 15 s held (75s)", wake.Sub(t0))
+		}
+		if failed(t, n, t0.Add(74*time.Second)) {
+			t.Fatal("the Add failed before AddWait plus the time held")
+		}
+		if !failed(t, n, t0.Add(75*time.Second)) {
+			t.Fatal("the Add did not fail at AddWait plus the time held")
+		}
+	})
+
+	t.Run("held for good", func(t *testing.T) {
+		n := start(t)
+		n.Step(t0.Add(30*time.Second), BudgetFailover{Holding: true})
+		drain(t, n, t0.Add(30*time.Second))
+		if failed(t, n, t0.Add(time.Minute+failoverWait-time.Second)) {
+			t.Fatal("the Add failed before AddWait plus failoverWait while the budget controller failed over")
+		}
+		if wake := n.wake(); !wake.Equal(t0.Add(time.Minute + failoverWait)) {
+			t.Fatalf("the node wants to be woken at %v; want at AddWait plus failoverWait", wake.Sub(t0))
+		}
+		if !failed(t, n, t0.Add(time.Minute+failoverWait)) {
+			t.Fatalf("the Add still waits at AddWait plus %v: the plugin would time out first", failoverWait)
+		}
+	})
+}

@@ -245,6 +245,8 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.results.onDelete(ev, now)
 	case SubnetPressure:
 		n.pressure.set(ev)
+	case BudgetFailover:
+		n.reqs.failover(ev, now)
 	case PodsScheduled:
 		n.sched.set(ev)
 	default:

@@ -21,6 +21,10 @@ type waiter struct {
 	// refusal from EC2, a cordon) comes as an event.
 	judgeAt time.Time
 	judging bool
+	// since is when the Add began waiting; heldFor how much of a budget
+	// failover (BudgetFailover) its deadline has been pushed back by.
+	since   time.Time
+	heldFor time.Duration
 }
 
 // hopelessWait is how long an Add waits when no address is on its way
@@ -34,6 +38,23 @@ type waiter struct {
 // the pod starts that much after its address came.
 const hopelessWait = 10 * time.Second
 
+// failoverWait is the most an Add's deadline is pushed back while the
+// cluster's budget controller fails over (BudgetFailover): the Lease's
+// takeover, 15 to 24 s with the controller's defaults, and less than the
+// plugin's slack over AddWait (pluginTimeoutSlack, 30 s), so the plugin
+// still hears the answer.
+const failoverWait = 20 * time.Second
+
+// BudgetFailover says whether the node's budget client holds the node's
+// EC2 calls for the budget controller's next leader (the leader died,
+// and its standby takes the Lease over). While it does, waiting Adds'
+// deadlines stand still, up to failoverWait: their addresses come that
+// much later, and an Add failed for it costs the pod kubelet's backoff
+// (10 to 15 s) on top, after the address came.
+type BudgetFailover struct {
+	Holding bool
+}
+
 // requests are the Adds waiting for an address, and the demand of those
 // that gave up: kubelet retries a failed ADD, so for DemandMemory it still
 // counts, and a burst cannot make the pool detach and re-attach.
@@ -41,6 +62,9 @@ type requests struct {
 	n       *Node
 	waiters []waiter
 	demand  map[ipam.Key]time.Time
+	// heldSince is when the budget controller began failing over;
+	// zero while it is not (BudgetFailover).
+	heldSince time.Time
 }
 
 func (r *requests) init() { r.demand = make(map[ipam.Key]time.Time) }
@@ -50,11 +74,36 @@ func (r *requests) waiting() int { return len(r.waiters) }
 // demandCount is waiting Adds plus remembered ones, for the planner.
 func (r *requests) demandCount() int { return len(r.waiters) + len(r.demand) }
 
+// deadline is when w fails at the latest: while the budget controller
+// fails over, the deadline stands still until failoverWait is used up.
+func (r *requests) deadline(w waiter) time.Time {
+	if r.heldSince.IsZero() {
+		return w.deadline
+	}
+	return w.deadline.Add(failoverWait - w.heldFor)
+}
+
+// failover starts or ends the budget controller's failover: at its end
+// each waiting Add's deadline moves by how long it waited through it.
+func (r *requests) failover(ev BudgetFailover, now time.Time) {
+	switch {
+	case ev.Holding && r.heldSince.IsZero():
+		r.heldSince = now
+	case !ev.Holding && !r.heldSince.IsZero():
+		for i := range r.waiters {
+			w := &r.waiters[i]
+			d := min(now.Sub(maxTime(r.heldSince, w.since)), failoverWait-w.heldFor)
+			w.deadline, w.heldFor = w.deadline.Add(d), w.heldFor+d
+		}
+		r.heldSince = time.Time{}
+	}
+}
+
 func (r *requests) nextDeadline() time.Time {
 	var t time.Time
 	for _, w := range r.waiters {
-		if t.IsZero() || w.deadline.Before(t) {
-			t = w.deadline
+		if d := r.deadline(w); t.IsZero() || d.Before(t) {
+			t = d
 		}
 		if !w.judging && w.judgeAt.Before(t) {
 			t = w.judgeAt
@@ -119,7 +168,7 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod,
-		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait))})
+		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait)), since: now})
 	n.burst.waited(now)
 }
 
@@ -187,14 +236,15 @@ func (x *requests) expireWaiters(now time.Time) {
 	var why *NoAddressError // the node's, made once
 	for _, w := range n.reqs.waiters {
 		hopeless := false
-		if !now.Before(w.judgeAt) && now.Before(w.deadline) {
+		deadline := n.reqs.deadline(w)
+		if !now.Before(w.judgeAt) && now.Before(deadline) {
 			w.judging = true
 			if why == nil {
 				why = n.explain(w.pod, now)
 			}
 			hopeless = !why.onItsWay()
 		}
-		if now.Before(w.deadline) && !hopeless {
+		if now.Before(deadline) && !hopeless {
 			keep = append(keep, w)
 			continue
 		}

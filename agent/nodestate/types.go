@@ -265,6 +265,7 @@ type DeleteResult struct {
 }
 
 func (SubnetPressure) event()  {}
+func (BudgetFailover) event()  {}
 func (AddRequest) event()      {}
 func (DelRequest) event()      {}
 func (GCRequest) event()       {}

@@ -97,6 +97,8 @@ func (b *budgetProbe) Pressure(ctx context.Context, subnets, exhausted []string)
 
 func (b *budgetProbe) Status() budgetapi.ClientStatus { return b.c.Status() }
 
+func (b *budgetProbe) HoldChanges() <-chan struct{} { return b.c.HoldChanges() }
+
 // newBudget is the agent's budget client for a run with a controller.
 func (r *run) newBudget() *budgetProbe {
 	// No failover hold: the client would wait on the clock for the next

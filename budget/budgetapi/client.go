@@ -71,6 +71,10 @@ type Client struct {
 	// granted and wentAlone count Acquire's outcomes, answered the
 	// controller's answers.
 	granted, wentAlone, answered uint64
+
+	// holds is signalled when a hold for the next leader starts or ends
+	// (HoldChanges); one pending signal is enough, Status says which.
+	holds chan struct{}
 }
 
 // ClientOptions configure a Client.
@@ -105,7 +109,7 @@ type ClientOptions struct {
 // NewClient returns a Client.
 func NewClient(o ClientOptions) *Client {
 	c := &Client{node: o.Node, endpoint: o.Endpoint, token: o.Token, http: o.HTTP, clk: o.Clock, log: o.Log,
-		timeout: o.Timeout, alone: o.Alone, hold: o.FailoverHold, observe: o.Observe}
+		timeout: o.Timeout, alone: o.Alone, hold: o.FailoverHold, observe: o.Observe, holds: make(chan struct{}, 1)}
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -136,17 +140,35 @@ type ClientStatus struct {
 	// after the controller failed to answer; AloneBecause says why.
 	AloneUntil   time.Time
 	AloneBecause string
+	// Holding says the client holds EC2 calls for the controller's next
+	// leader: it fails over.
+	Holding bool
 }
 
 // Status says what the client has seen of the controller.
 func (c *Client) Status() ClientStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := ClientStatus{Granted: c.granted, Alone: c.wentAlone, Answered: c.answered}
+	st := ClientStatus{Granted: c.granted, Alone: c.wentAlone, Answered: c.answered, Holding: !c.holdUntil.IsZero()}
 	if c.clk.Now().Before(c.aloneUntil) && c.lastErr != nil {
 		st.AloneUntil, st.AloneBecause = c.aloneUntil, c.lastErr.Error()
 	}
 	return st
+}
+
+// HoldChanges is signalled when the client starts or stops holding EC2
+// calls for the controller's next leader (Status().Holding says which):
+// the agent lets waiting pods' ADDs wait out the failover rather than
+// fail just before their addresses come.
+func (c *Client) HoldChanges() <-chan struct{} { return c.holds }
+
+// holdChanged signals HoldChanges, without blocking: a signal not taken
+// yet already says to look. c.mu is held.
+func (c *Client) holdChanged() {
+	select {
+	case c.holds <- struct{}{}:
+	default:
+	}
 }
 
 // Throttled records that EC2 answered action with RequestLimitExceeded;
@@ -284,6 +306,7 @@ func (c *Client) ask(parent context.Context, r budget.Request) (g budget.Grant, 
 		c.answered++
 		if !c.holdUntil.IsZero() {
 			c.log.Info("budget controller answering again", "held", c.clk.Now().Sub(c.holdUntil.Add(-c.hold)))
+			c.holdChanged()
 		}
 		c.hadLeader, c.holdUntil = true, time.Time{}
 		c.mu.Unlock()
@@ -301,6 +324,7 @@ func (c *Client) ask(parent context.Context, r budget.Request) (g budget.Grant, 
 	if c.hadLeader && c.hold > 0 && !errors.Is(err, errRefused) {
 		if c.holdUntil.IsZero() {
 			c.holdUntil = now.Add(c.hold)
+			c.holdChanged()
 			c.log.Warn("budget controller stopped answering; holding EC2 calls for its next leader",
 				"max", c.hold, "err", err)
 		}
@@ -308,6 +332,7 @@ func (c *Client) ask(parent context.Context, r budget.Request) (g budget.Grant, 
 			return budget.Grant{}, false, min(ElectionPause, c.holdUntil.Sub(now))
 		}
 		c.hadLeader, c.holdUntil = false, time.Time{}
+		c.holdChanged()
 	}
 	alone := c.alone
 	if errors.Is(err, errNotLeader) {

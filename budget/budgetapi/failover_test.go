@@ -192,3 +192,55 @@ func TestANegativeFailoverHoldSendsTheJobAloneAtOnce(t *testing.T) {
 		t.Errorf("status %+v; want the second job gone alone", st)
 	}
 }
+
+// The client says when it starts and stops holding jobs for the next
+// leader (HoldChanges, Status().Holding): the agent lets waiting ADDs
+// wait the failover out instead of failing them just before their
+// addresses come, which cost each such pod kubelet's backoff on top
+// (scale's failover scenario).
+func TestAHoldIsSignalledWhenItStartsAndEnds(t *testing.T) {
+	f := &fakeController{}
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	clk := clock.NewManual(t0)
+	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+	never := func() bool { return false }
+	acquire := func() <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never) }()
+		return done
+	}
+	signalled := func() bool {
+		select {
+		case <-c.HoldChanges():
+			return true
+		default:
+			return false
+		}
+	}
+	if err := <-acquire(); err != nil {
+		t.Fatal(err)
+	}
+	if signalled() || c.Status().Holding {
+		t.Fatal("a hold signalled while the controller answers")
+	}
+	f.mu.Lock()
+	f.fail = true // the leader died
+	f.mu.Unlock()
+	done := acquire()
+	waitFor(t, func() bool { due, ok := clk.NextDue(); return ok && due.Equal(t0.Add(ElectionPause)) })
+	if !signalled() || !c.Status().Holding {
+		t.Fatal("the client holds the job for the next leader and says nothing")
+	}
+	f.mu.Lock()
+	f.fail = false // the standby took over
+	f.mu.Unlock()
+	clk.Advance(ElectionPause)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !signalled() || c.Status().Holding {
+		t.Fatal("the next leader answered and the client did not say its hold ended")
+	}
+}

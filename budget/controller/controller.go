@@ -142,12 +142,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	authz := NewAuthorizer(cs.AuthenticationV1().TokenReviews(), AuthorizerOptions{Allowed: s.Clients, Now: clk.Now})
 	srv = budgetapi.NewServer(ledger, clk, budgetapi.ServerOptions{
-		Leading:   func() bool { return leading.Load() && renewed() },
+		// Not once ctx ends: the Lease's release follows, and the next
+		// leader counts from it (termOffset).
+		Leading:   func() bool { return leading.Load() && renewed() && ctx.Err() == nil },
 		Authorize: countedAuth(authz.Authorize, m, log),
 		Observe:   m.observe,
 	})
 
-	lock := &resourcelock.LeaseLock{
+	lease := &resourcelock.LeaseLock{
 		LeaseMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Lease},
 		Client:    cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{
@@ -156,6 +158,7 @@ func Run(ctx context.Context, o Options) error {
 		},
 		Labels: map[string]string{"app.kubernetes.io/name": "vpcnet-budget"},
 	}
+	lock := &observedLock{Interface: lease, now: clk.Now}
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(s.RenewDeadline)
 	lec := leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -166,7 +169,15 @@ func Run(ctx context.Context, o Options) error {
 		Name:            "vpcnet-budget",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				srv.StartTerm(-credit) // the last leader may have spent every burst
+				// The last leader may have spent every burst, and granted
+				// until its last renewal this replica saw was fresh old,
+				// or, if it released the Lease, until it did.
+				seen, released := lock.lastRenewalSeen()
+				after := s.LeaseDuration - credit // fresh + horizon + callSlack
+				if released {
+					after -= fresh
+				}
+				srv.StartTerm(termOffset(clk.Now(), seen, after, credit))
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())

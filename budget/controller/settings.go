@@ -197,7 +197,9 @@ const callSlack = time.Second
 // buckets have refilled, untouched by the last leader, for LeaseDuration
 // − fresh − horizon − callSlack (7 s with the defaults) when the next
 // term starts, and the new leader may count that refill, instead of
-// losing it and more to the takeover.
+// losing it and more to the takeover. Run counts it from when the
+// standby first read that renewal (termOffset): credit or more before
+// the term, by the standby's retry jitter past the Lease's expiry.
 func (s Settings) Horizon() (horizon, fresh, credit time.Duration) {
 	fresh = 2 * s.RetryPeriod
 	horizon = max(s.LeaseDuration-s.RenewDeadline-s.RetryPeriod, minHorizon)
