@@ -141,4 +141,3 @@ func addrsOrNone[T fmt.Stringer](as []T) string {
 	}
 	return strings.Join(s, ", ")
 }
-
