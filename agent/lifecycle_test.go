@@ -40,6 +40,17 @@ func TestShutdownIsCleanAndLeavesTheCNIConfigInPlace(t *testing.T) {
 	n := w.node("i-node1", nil)
 	a := n.start(t)
 	a.waitReady(t)
+	// The conditions turn ready before the write of the configuration
+	// starts (the socket's in Run, the write at the owner's next step):
+	// a stop in between leaves none, as a node stopped before it was
+	// ready would. What is tested is a stop after it.
+	deadline := time.Now().Add(20 * time.Second)
+	for a.confState.Load() != confWritten {
+		if time.Now().After(deadline) {
+			t.Fatal("CNI configuration not written 20 s after the agent was ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := a.stop(); err != nil {
 		t.Fatalf("shutdown returned %v, want a clean exit", err)
 	}
