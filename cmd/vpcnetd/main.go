@@ -67,7 +67,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("EC2 client: %w", err)
 	}
-	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix})
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix, IPv6Policy: cfg.IPv6})
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
@@ -100,14 +100,6 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return a.Run(ctx)
 }
 
-// errIPv6Policy stops an IPv6 node that would enforce NetworkPolicy:
-// vpcnet compiles policies into table ip vpcnet-policy, whose maps and
-// peer sets hold IPv4 addresses only (dataplane/policy.go), so an IPv6
-// pod's policies would go unenforced: it would get traffic its policies
-// forbid. Without a Kubernetes API there are no policies, and the node
-// runs.
-var errIPv6Policy = errors.New("ENABLE_IPv6=true with VPCNET_NETWORK_POLICY=on: vpcnet enforces NetworkPolicy for IPv4 pods only (its nftables maps and sets hold IPv4 addresses), so IPv6 pods would run with their policies unenforced; set VPCNET_NETWORK_POLICY=off and run a policy engine chained with vpcnet (README, Network policy), or set ENABLE_IPv6=false")
-
 // policyOptions turns NetworkPolicy enforcement on when the API server
 // is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
 // counts the cluster's policies, to name those it leaves unenforced.
@@ -116,9 +108,6 @@ func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) 
 	if rc == nil {
 		o.Off = "no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): there are no NetworkPolicy objects to read"
 		return o, nil
-	}
-	if cfg.IPv6 && cfg.NetworkPolicy {
-		return o, errIPv6Policy
 	}
 	src, err := kube.PolicySourcesForConfig(rc)
 	if err != nil {
