@@ -407,16 +407,20 @@ func renderPeers(f *policyFamily, ps []netip.Prefix) renderedSet {
 	rs := addrRanges(mine)
 	ranges := make(peerRanges, 0, 2*f.addrLen*len(rs))
 	h := sha256.New()
+	// The hash of each range is its first address and the address after
+	// its last (zeros after the family's last address).
+	var end []byte
 	for _, r := range rs {
-		from := len(ranges)
-		ranges = append(ranges, f.bytes(r.From())...)
-		h.Write(ranges[from:])
-		ranges = append(ranges, f.bytes(r.To())...)
-		if end := r.To().Next(); end.IsValid() {
-			h.Write(f.bytes(end))
+		ranges = f.append(ranges, r.From())
+		ranges = f.append(ranges, r.To())
+		end = end[:0]
+		if next := r.To().Next(); next.IsValid() {
+			end = f.append(end, next)
 		} else {
-			h.Write(make([]byte, f.addrLen))
+			end = append(end, make([]byte, f.addrLen)...)
 		}
+		h.Write(ranges[len(ranges)-2*f.addrLen : len(ranges)-f.addrLen])
+		h.Write(end)
 	}
 	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), ranges: ranges}
 }
@@ -436,15 +440,14 @@ func setElements(f *policyFamily, ranges peerRanges) []nftables.SetElement {
 	n := len(ranges) / (2 * f.addrLen)
 	elems := make([]nftables.SetElement, 0, 2*n)
 	keys := make([]byte, 0, 2*f.addrLen*n)
-	key := func(a []byte) []byte {
-		keys = append(keys, a...)
-		return keys[len(keys)-len(a) : len(keys) : len(keys)]
-	}
+	key := func() []byte { return keys[len(keys)-f.addrLen : len(keys) : len(keys)] }
 	for i := 0; i < len(ranges); i += 2 * f.addrLen {
-		elems = append(elems, nftables.SetElement{Key: key(ranges[i : i+f.addrLen])})
+		keys = append(keys, ranges[i:i+f.addrLen]...)
+		elems = append(elems, nftables.SetElement{Key: key()})
 		last, _ := netip.AddrFromSlice(ranges[i+f.addrLen : i+2*f.addrLen])
 		if end := last.Next(); end.IsValid() {
-			elems = append(elems, nftables.SetElement{Key: key(f.bytes(end)), IntervalEnd: true})
+			keys = f.append(keys, end)
+			elems = append(elems, nftables.SetElement{Key: key(), IntervalEnd: true})
 		}
 	}
 	return elems

@@ -39,13 +39,16 @@ var (
 func (f *policyFamily) has(a netip.Addr) bool { return a.Is6() == (f.addrLen == 16) && !a.Is4In6() }
 
 // bytes is a in the family's length.
-func (f *policyFamily) bytes(a netip.Addr) []byte {
+func (f *policyFamily) bytes(a netip.Addr) []byte { return f.append(nil, a) }
+
+// append appends a, in the family's length, to b.
+func (f *policyFamily) append(b []byte, a netip.Addr) []byte {
 	if f.addrLen == 4 {
-		b := a.As4()
-		return b[:]
+		v := a.As4()
+		return append(b, v[:]...)
 	}
-	b := a.As16()
-	return b[:]
+	v := a.As16()
+	return append(b, v[:]...)
 }
 
 // only is ps without the other family's prefixes, ps itself when it has
