@@ -148,8 +148,9 @@ generate:
 # runs them side by side with this tree's (issue 11's before and after).
 bench:
 	@bin=$$(mktemp -d /tmp/vpcnet-bench-bin.XXXXXX) && trap 'rm -rf "$$bin"' EXIT INT TERM && \
-	CGO_ENABLED=0 $(GO) build -o "$$bin/" ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-bench && \
-	GOBIN="$$bin" CGO_ENABLED=0 $(GO) install github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 && \
+	CGO_ENABLED=0 $(GO) build -o "$$bin/" ./cmd/vpcnetd ./cmd/vpcnet ./cmd/vpcnet-egress-v4 ./cmd/vpcnet-bench && \
+	GOBIN="$$bin" CGO_ENABLED=0 $(GO) install github.com/containernetworking/plugins/plugins/meta/portmap@v1.9.1 \
+		github.com/containernetworking/plugins/plugins/ipam/host-local@v1.9.1 && \
 	baseline= && if [ -n "$(BASELINE)" ]; then \
 		mkdir "$$bin/src" "$$bin/baseline" && git archive "$(BASELINE)" | tar -x -C "$$bin/src" && \
 		(cd "$$bin/src" && CGO_ENABLED=0 $(GO) build -o "$$bin/baseline/" ./cmd/vpcnetd ./cmd/vpcnet) && \

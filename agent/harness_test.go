@@ -261,7 +261,11 @@ func (r *running) waitReady(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if ok, _ := r.ready.get(); ok {
+		// Ready as kubelet sees it: the conditions hold and the CNI
+		// configuration is written. The socket's condition turns true
+		// in Run, before the owner's next step starts the write; a test
+		// that stopped the agent in between found no configuration.
+		if ok, _ := r.ready.get(); ok && r.confState.Load() == confWritten {
 			return
 		}
 		select {

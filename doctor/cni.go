@@ -48,6 +48,7 @@ func (r CNIReader) CNI(ctx context.Context) (CNIFacts, error) {
 		return c, nil
 	}
 	for _, p := range ours.Plugins {
+		c.Plugins = append(c.Plugins, p.Network.Type)
 		if _, err := os.Stat(filepath.Join(r.BinDir, p.Network.Type)); err != nil {
 			c.MissingPlugins = append(c.MissingPlugins, p.Network.Type)
 		}

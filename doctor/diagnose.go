@@ -24,6 +24,7 @@ var rules = []rule{
 	permissionFindings,
 	awsNodeFindings,
 	imdsExposureFindings,
+	ipv6Findings,
 	policyFindings,
 	pathFindings,
 }

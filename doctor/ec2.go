@@ -106,7 +106,16 @@ func (r EC2Reader) Cloud(ctx context.Context, q CloudQuery) (EC2Facts, error) {
 		} else {
 			for _, s := range out.Subnets {
 				p, _ := netip.ParsePrefix(aws.ToString(s.CidrBlock))
-				e.Subnets = append(e.Subnets, SubnetFact{ID: aws.ToString(s.SubnetId), CIDR: p, Available: int(aws.ToInt32(s.AvailableIpAddressCount))})
+				sf := SubnetFact{ID: aws.ToString(s.SubnetId), CIDR: p, Available: int(aws.ToInt32(s.AvailableIpAddressCount))}
+				for _, a := range s.Ipv6CidrBlockAssociationSet {
+					if a.Ipv6CidrBlockState != nil && a.Ipv6CidrBlockState.State != types.SubnetCidrBlockStateCodeAssociated {
+						continue
+					}
+					if b, err := netip.ParsePrefix(aws.ToString(a.Ipv6CidrBlock)); err == nil {
+						sf.IPv6CIDRs = append(sf.IPv6CIDRs, b)
+					}
+				}
+				e.Subnets = append(e.Subnets, sf)
 			}
 		}
 		leakFilter := []types.Filter{filter("status", "available"), filter("subnet-id", subnets...)}
@@ -166,6 +175,16 @@ func eniFact(ni types.NetworkInterface) ENIFact {
 	for _, p := range ni.Ipv4Prefixes {
 		if pp, err := netip.ParsePrefix(aws.ToString(p.Ipv4Prefix)); err == nil {
 			f.Prefixes = append(f.Prefixes, pp)
+		}
+	}
+	for _, a := range ni.Ipv6Addresses {
+		if aa, err := netip.ParseAddr(aws.ToString(a.Ipv6Address)); err == nil {
+			f.IPv6Addrs = append(f.IPv6Addrs, aa)
+		}
+	}
+	for _, p := range ni.Ipv6Prefixes {
+		if pp, err := netip.ParsePrefix(aws.ToString(p.Ipv6Prefix)); err == nil {
+			f.IPv6Prefixes = append(f.IPv6Prefixes, pp)
 		}
 	}
 	return f

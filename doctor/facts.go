@@ -56,8 +56,8 @@ type CheckpointFacts struct {
 type HostFacts struct {
 	Hostname string
 	Links    []Link
-	// PodRoutes are the /32 routes to pods through host veths (the
-	// agent's "eni..." links): the host's proof a pod lives.
+	// PodRoutes are the /32 and /128 routes to pods through host veths
+	// (the agent's "eni..." links): the host's proof a pod lives.
 	PodRoutes []PodRoute
 	Chains    []NFTChain
 	// AWSNodeCheckpoint is the Amazon VPC CNI's ipam.json path when the
@@ -102,6 +102,8 @@ type CNIFacts struct {
 	// MissingPlugins are plugin types the configuration names that are
 	// not in BinDir.
 	MissingPlugins []string
+	// Plugins are the plugin types of Ours's list, in order.
+	Plugins []string
 	// StatusRan says CNI STATUS was executed; StatusErr is its error
 	// ("" means the plugin said ready).
 	StatusRan bool
@@ -122,6 +124,13 @@ type IMDSFacts struct {
 	// V1Allowed is set when doctor asked IMDS without a token: true
 	// means IMDSv1 answered.
 	V1Allowed *bool
+	// MAC is the primary interface's MAC address; IPv6s and
+	// IPv6Prefixes are what IMDS serves under it (ipv6s, ipv6-prefix),
+	// empty when it serves none. IPv6Err says why they could not be read.
+	MAC          string
+	IPv6s        []netip.Addr
+	IPv6Prefixes []netip.Prefix
+	IPv6Err      string
 }
 
 // EC2Facts is what EC2 says about this instance, its ENIs and subnets.
@@ -164,7 +173,11 @@ type ENIFact struct {
 	PrimaryIP   netip.Addr
 	Secondary   []netip.Addr
 	Prefixes    []netip.Prefix
-	Tags        map[string]string
+	// IPv6Addrs are the ENI's own IPv6 addresses and IPv6Prefixes its
+	// IPv6 prefixes (an IPv6 node's pods' /80).
+	IPv6Addrs    []netip.Addr
+	IPv6Prefixes []netip.Prefix
+	Tags         map[string]string
 }
 
 // SubnetFact is one of the node's subnets.
@@ -172,6 +185,8 @@ type SubnetFact struct {
 	ID        string
 	CIDR      netip.Prefix
 	Available int
+	// IPv6CIDRs are the subnet's associated IPv6 blocks.
+	IPv6CIDRs []netip.Prefix
 }
 
 // KubeFacts is what the Kubernetes API says about this node.

@@ -103,7 +103,14 @@ func Gather(ctx context.Context, r Readers) Facts {
 		if err == nil {
 			f.IMDS = &m
 		}
-		note(SourceIMDS, err, fmt.Sprintf("%s %s in %s", m.InstanceID, m.InstanceType, m.Zone))
+		detail := fmt.Sprintf("%s %s in %s", m.InstanceID, m.InstanceType, m.Zone)
+		if len(m.IPv6s) > 0 {
+			detail += fmt.Sprintf(", IPv6 %s", addrsOrNone(m.IPv6s))
+		}
+		if m.IPv6Err != "" {
+			detail += "; IPv6 not read: " + m.IPv6Err
+		}
+		note(SourceIMDS, err, detail)
 	} else {
 		skipped(SourceIMDS, "disabled")
 	}

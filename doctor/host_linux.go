@@ -56,20 +56,24 @@ func (h HostReader) Host(ctx context.Context) (HostFacts, error) {
 	if prefix == "" {
 		prefix = dataplane.DefaultVethPrefix
 	}
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-		return hf, fmt.Errorf("list routes: %w", err)
-	}
-	for _, r := range routes {
-		dev := names[r.LinkIndex]
-		if r.Dst == nil || !strings.HasPrefix(dev, prefix) {
-			continue
+	// IPv4 pods' routes, then IPv6 pods' (an IPv6 node's): one host
+	// route each through its veth.
+	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := netlink.RouteList(nil, family)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return hf, fmt.Errorf("list routes: %w", err)
 		}
-		if ones, bits := r.Dst.Mask.Size(); ones != 32 || bits != 32 {
-			continue
-		}
-		if a, ok := netip.AddrFromSlice(r.Dst.IP.To4()); ok {
-			hf.PodRoutes = append(hf.PodRoutes, PodRoute{Addr: a, Dev: dev})
+		for _, r := range routes {
+			dev := names[r.LinkIndex]
+			if r.Dst == nil || !strings.HasPrefix(dev, prefix) {
+				continue
+			}
+			if ones, bits := r.Dst.Mask.Size(); ones != bits {
+				continue
+			}
+			if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+				hf.PodRoutes = append(hf.PodRoutes, PodRoute{Addr: a.Unmap(), Dev: dev})
+			}
 		}
 	}
 	if hf.Chains, err = nftChains(); err != nil {

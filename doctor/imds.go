@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -79,7 +80,45 @@ func (r IMDSReader) Metadata(ctx context.Context) (IMDSFacts, error) {
 		m.RoleErr = err.Error()
 	}
 	m.V1Allowed = v1Allowed(ctx, ep, timeout)
+	readIPv6(get, &m)
 	return m, nil
+}
+
+// readIPv6 reads what IMDS serves for IPv6 under the primary MAC: a 404
+// means none, as EC2 answers for an interface without IPv6.
+func readIPv6(get func(string) (string, error), m *IMDSFacts) {
+	mac, err := get("mac")
+	if err != nil {
+		m.IPv6Err = err.Error()
+		return
+	}
+	m.MAC = mac
+	base := "network/interfaces/macs/" + mac + "/"
+	ips, err := get(base + "ipv6s")
+	switch {
+	case notFound(err):
+	case err != nil:
+		m.IPv6Err = err.Error()
+		return
+	default:
+		for _, l := range strings.Fields(ips) {
+			if a, err := netip.ParseAddr(l); err == nil {
+				m.IPv6s = append(m.IPv6s, a)
+			}
+		}
+	}
+	prefixes, err := get(base + "ipv6-prefix")
+	switch {
+	case notFound(err):
+	case err != nil:
+		m.IPv6Err = err.Error()
+	default:
+		for _, l := range strings.Fields(prefixes) {
+			if p, err := netip.ParsePrefix(l); err == nil {
+				m.IPv6Prefixes = append(m.IPv6Prefixes, p)
+			}
+		}
+	}
 }
 
 func notFound(err error) bool {

@@ -122,7 +122,7 @@ func onAttached(enis []ENIFact, a netip.Addr) bool {
 		if e.PrimaryIP == a || slices.Contains(e.Secondary, a) {
 			return true
 		}
-		for _, p := range e.Prefixes {
+		for _, p := range slices.Concat(e.Prefixes, e.IPv6Prefixes) {
 			if p.Contains(a) {
 				return true
 			}

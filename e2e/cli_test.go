@@ -25,7 +25,7 @@ type ctlFunc func(args ...string) (string, error)
 func simCLI(t *testing.T) (state, prefix string, ctl ctlFunc, mustCtl func(args ...string) string) {
 	// A directory that does not exist yet, as /run/vpcnet-sim on a fresh
 	// machine: sim up makes it.
-	state = filepath.Join(t.TempDir(), "state")
+	state = filepath.Join(stateDir(t), "state")
 	prefix, err := simcluster.PrefixFor(state)
 	if err != nil {
 		t.Fatal(err)

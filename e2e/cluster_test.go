@@ -40,7 +40,7 @@ func startCluster(t *testing.T, instances string, nodeEnv map[string][]string) *
 		t.Fatal(err)
 	}
 	prefix := fmt.Sprintf("vpcsim-t%04x-", rand.IntN(1<<16))
-	state := t.TempDir()
+	state := stateDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	c, err := simcluster.Start(ctx, simcluster.Options{

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"github.com/vpcnet/vpcnet/simcluster"
 )
 
 // binDir holds vpcnetd, vpcnet, vpcnet-egress-v4, vpcnetctl and the
@@ -17,30 +21,75 @@ import (
 // every test.
 var binDir string
 
+// stateRoot holds every test cluster's state directory (stateDir).
+var stateRoot string
+
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Println("e2e: skipped, needs root to create network namespaces")
 		os.Exit(0)
 	}
-	// VPCNET_BIN_DIR reuses binaries already built (make build-sim).
-	if dir := os.Getenv("VPCNET_BIN_DIR"); dir != "" {
-		binDir = dir
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "vpcnet-e2e-bin-")
+	root, err := os.MkdirTemp("", "vpcnet-e2e-state-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := 1
+	stateRoot = root
+	removeOnInterrupt(root)
+	code := run(m)
+	os.RemoveAll(root)
+	os.Exit(code)
+}
+
+func run(m *testing.M) int {
+	// VPCNET_BIN_DIR reuses binaries already built (make build-sim).
+	if dir := os.Getenv("VPCNET_BIN_DIR"); dir != "" {
+		binDir = dir
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "vpcnet-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
 	if err := build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-	} else {
-		binDir = dir
-		code = m.Run()
+		return 1
 	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	binDir = dir
+	return m.Run()
+}
+
+// stateDir is a new state directory for one test's local cloud, removed
+// when the test ends (after the cluster, whose cleanup registers later).
+// It lives under stateRoot, where an interrupted run finds it.
+func stateDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(stateRoot, "cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// removeOnInterrupt removes, when the run is interrupted (SIGINT,
+// SIGTERM), what every local cloud under root recorded: its namespaces
+// and agents. A signalled test binary runs no t.Cleanup, and an
+// interrupted IPv6 test once left 161 namespaces behind.
+func removeOnInterrupt(root string) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		fmt.Fprintf(os.Stderr, "e2e: %v: removing the local clouds of the tests under way\n", s)
+		if err := simcluster.RemoveRecordedUnder(root); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		}
+		os.RemoveAll(root)
+		os.Exit(1)
+	}()
 }
 
 // build compiles the binaries the way `make build-sim` does.

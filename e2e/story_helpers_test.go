@@ -34,7 +34,7 @@ func startStory(t *testing.T, topology string, nodeEnv map[string][]string, read
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	c, err := simcluster.Start(ctx, simcluster.Options{
-		Topology: topo, BinDir: binDir, StateDir: t.TempDir(), Prefix: prefix, NodeEnv: nodeEnv, AgentEnv: storyEnv,
+		Topology: topo, BinDir: binDir, StateDir: stateDir(t), Prefix: prefix, NodeEnv: nodeEnv, AgentEnv: storyEnv,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,6 +91,23 @@ func recordedNamespaces(stateDir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// RemoveRecordedUnder removes what every cluster whose state directory
+// lies under root recorded (RemoveRecorded of each): for a test run
+// stopped by a signal, whose clusters' own teardown never ran.
+func RemoveRecordedUnder(root string) error {
+	var errs []error
+	walked := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != namespacesFile {
+			return nil
+		}
+		if _, err := RemoveRecorded(filepath.Dir(path)); err != nil {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	return errors.Join(append(errs, walked)...)
 }
 
 // Leftovers is what RemoveRecorded found still there and removed.

@@ -226,8 +226,21 @@ func editConfList(data []byte, logFile string, only []string) ([]byte, error) {
 }
 
 // refConfList is the reference: Debian's ptp with host-local, the
-// simplest point-to-point plugins, keeping their state in dataDir.
+// simplest point-to-point plugins, keeping their state in dataDir, giving
+// pods IPv4 addresses.
 func refConfList(dataDir string) (*libcni.NetworkConfigList, error) {
+	return refConfListFor(dataDir, "100.64.0.0/16", "0.0.0.0/0")
+}
+
+// refConfList6 is the reference giving pods IPv6 addresses, from a /80
+// as a vpcnet node's pods get theirs.
+func refConfList6(dataDir string) (*libcni.NetworkConfigList, error) {
+	return refConfListFor(dataDir, "fd00:64::/80", "::/0")
+}
+
+// refConfListFor is ptp with host-local handing out subnet's addresses
+// and a default route to dst.
+func refConfListFor(dataDir, subnet, dst string) (*libcni.NetworkConfigList, error) {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "bench-ref",
@@ -236,8 +249,8 @@ func refConfList(dataDir string) (*libcni.NetworkConfigList, error) {
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"dataDir": dataDir,
-				"ranges":  []any{[]any{map[string]any{"subnet": "100.64.0.0/16"}}},
-				"routes":  []any{map[string]any{"dst": "0.0.0.0/0"}},
+				"ranges":  []any{[]any{map[string]any{"subnet": subnet}}},
+				"routes":  []any{map[string]any{"dst": dst}},
 			},
 		}},
 	}

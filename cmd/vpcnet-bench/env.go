@@ -40,6 +40,22 @@ imdsLag: %s
 seed: 1
 `
 
+// topology6 is topology on a dual-stack VPC: the subnet has an IPv6 /64
+// and gives each new ENI an IPv6 address, as an EKS IPv6 cluster's
+// subnets do.
+const topology6 = `
+region: us-west-2
+vpc: {id: vpc-bench, cidrs: [10.0.0.0/16], ipv6Cidr: '2600:1f14:abc:de00::/56'}
+subnets:
+  - {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/18, ipv6Cidr: '2600:1f14:abc:de01::/64', assignIpv6AddressOnCreation: true}
+securityGroups: [sg-bench]
+instances:
+%sattachDelay: %s
+detachDelay: 1s
+imdsLag: %s
+seed: 1
+`
+
 const instanceLine = "  - {id: %s, type: %s, subnet: subnet-a}\n"
 
 // instanceID names a scenario's i-th node: i-bench, then i-bench-2 and
@@ -64,6 +80,8 @@ type clusterSpec struct {
 	// env: the scenarios that compare two settings side by side.
 	nodes   int
 	nodeEnv map[string][]string
+	// dualStack puts the nodes on a dual-stack VPC (topology6).
+	dualStack bool
 }
 
 // node is one node of a started cluster, usually its only one.
@@ -87,7 +105,11 @@ func (b *bench) simOptions(spec clusterSpec) (opts simcluster.Options, dir, pref
 	for i := range max(spec.nodes, 1) {
 		fmt.Fprintf(&instances, instanceLine, instanceID(i), spec.instanceType)
 	}
-	topo, err := sim.ParseTopology(fmt.Appendf(nil, topology, instances.String(), spec.attachDelay, spec.imdsLag))
+	format := topology
+	if spec.dualStack {
+		format = topology6
+	}
+	topo, err := sim.ParseTopology(fmt.Appendf(nil, format, instances.String(), spec.attachDelay, spec.imdsLag))
 	if err != nil {
 		return opts, "", "", fmt.Errorf("topology: %w", err)
 	}

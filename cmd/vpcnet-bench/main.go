@@ -5,7 +5,7 @@
 //
 //	vpcnet-bench --bin ./bin [--markdown BENCHMARKS.md] [scenario...]
 //
-// Scenarios: warm, burst, churn, idle, footprint, micro, concurrent,
+// Scenarios: warm, warm6, burst, churn, idle, footprint, micro, concurrent,
 // policy; all by default. policy needs --kube-apiserver. awsnode runs only
 // when named (make bench-awsnode): a cluster of real kubelets with the
 // Amazon VPC CNI and vpcnet side by side, needing --kube-bin and
@@ -72,6 +72,7 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{"warm", (*bench).warm, false},
+	{"warm6", (*bench).warm6, false},
 	{"burst", (*bench).burst, false},
 	{"churn", (*bench).churn, false},
 	{"idle", (*bench).idle, false},
@@ -201,12 +202,19 @@ func (o options) check(todo []scenario) error {
 				return err
 			}
 		}
-		if s.name != "warm" {
+		if s.name != "warm" && s.name != "warm6" {
 			continue
+		}
+		if s.name == "warm6" {
+			for _, b := range []string{"vpcnet-egress-v4", "host-local"} {
+				if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
+					return fmt.Errorf("the warm6 scenario's IPv6 node chains vpcnet-egress-v4, which runs host-local: %s not found in --bin %s (make bench puts both there)", b, o.bin)
+				}
+			}
 		}
 		for _, b := range []string{"ptp", "host-local"} {
 			if _, err := os.Stat(filepath.Join(o.refBin, b)); err != nil {
-				return fmt.Errorf("the warm scenario compares with the reference %s plugin, not found in %s: install Debian's containernetworking-plugins (apt-get install containernetworking-plugins) or pass --ref-bin DIR", b, o.refBin)
+				return fmt.Errorf("the %s scenario compares with the reference %s plugin, not found in %s: install Debian's containernetworking-plugins (apt-get install containernetworking-plugins) or pass --ref-bin DIR", s.name, b, o.refBin)
 			}
 		}
 	}
