@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -12,6 +13,20 @@ import (
 // writes table ip6 vpcnet-policy): with a Kubernetes API and enforcement
 // on, it watches the policies and writes the rules, where it once
 // refused to start.
+// An IPv6 node whose pods also reach IPv4 through the node cannot judge
+// that traffic, so it refuses to start rather than let it pass.
+func TestIPv6NodeWithIPv4EgressRefusesToEnforceWhatItCannotJudge(t *testing.T) {
+	rc := &rest.Config{Host: "https://127.0.0.1:1"}
+	cfg := config.Config{IPv6: true, V4Egress: true, NetworkPolicy: true}
+	if _, err := policyOptions(cfg, rc, nil); !errors.Is(err, errIPv6PolicyV4Egress) {
+		t.Fatalf("policyOptions = %v, want errIPv6PolicyV4Egress", err)
+	}
+	cfg.NetworkPolicy = false
+	if _, err := policyOptions(cfg, rc, nil); err != nil {
+		t.Fatalf("with enforcement off: %v", err)
+	}
+}
+
 func TestIPv6NodeEnforcesNetworkPolicy(t *testing.T) {
 	rc := &rest.Config{Host: "https://127.0.0.1:1"}
 	for _, tt := range []struct {
