@@ -29,6 +29,10 @@ type Options struct {
 	// PollInterval is the pause between looks for that interface (200ms
 	// when zero).
 	PollInterval time.Duration
+	// IPv6Policy says the node's pods are IPv6 (ENABLE_IPv6): SetPolicy
+	// writes table ip6 vpcnet-policy, and PolicyDrops reads it, rather
+	// than table ip vpcnet-policy.
+	IPv6Policy bool
 }
 
 // Dataplane configures the networking of one node. It holds no kernel
@@ -70,6 +74,9 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.IPv6Policy {
+		d.peerRenders.fam = policyIPv6
 	}
 	if d.vethPrefix == "" {
 		d.vethPrefix = DefaultVethPrefix

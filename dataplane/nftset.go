@@ -25,9 +25,11 @@ type tableSpec struct {
 	counters []string // named counters
 }
 
-// setSpec is a named set of ipv4_addr, or a verdict map from ipv4_addr.
+// setSpec is a named set of addresses, or a verdict map from addresses,
+// of key's type (ipv4_addr when none).
 type setSpec struct {
 	name     string
+	key      nftables.SetDatatype
 	isMap    bool
 	interval bool
 	elems    []nftables.SetElement
@@ -137,7 +139,14 @@ func sameSet(s *nftables.Set, w setSpec) bool {
 	if s.IsMap != w.isMap || s.Interval != w.interval || s.Anonymous || s.HasTimeout || s.Dynamic || s.Concatenation {
 		return false
 	}
-	return w.isMap || s.KeyType.Name == nftables.TypeIPAddr.Name
+	return w.isMap || s.KeyType.Name == w.keyType().Name
+}
+
+func (w setSpec) keyType() nftables.SetDatatype {
+	if w.key.Name == "" {
+		return nftables.TypeIPAddr
+	}
+	return w.key
 }
 
 func sameElements(have []nftables.SetElement, w setSpec) bool {
@@ -302,7 +311,7 @@ func queueTableSpec(n *nftConn, fam nftables.TableFamily, name string, t *nftabl
 }
 
 func toSet(t *nftables.Table, s setSpec) *nftables.Set {
-	set := &nftables.Set{Table: t, Name: s.name, KeyType: nftables.TypeIPAddr, Interval: s.interval}
+	set := &nftables.Set{Table: t, Name: s.name, KeyType: s.keyType(), Interval: s.interval}
 	if s.isMap {
 		set.IsMap, set.DataType = true, nftables.TypeVerdict
 	}

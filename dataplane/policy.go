@@ -27,9 +27,10 @@ import (
 	"github.com/vpcnet/vpcnet/verdicts"
 )
 
-// PolicyTable is the nftables table (family ip) of the pods'
-// NetworkPolicy verdicts, apart from the others so that each is rewritten
-// alone.
+// PolicyTable is the nftables table of the pods' NetworkPolicy
+// verdicts, apart from the others so that each is rewritten alone:
+// family ip on an IPv4 node, ip6 on an IPv6 node (Options.IPv6Policy,
+// policyfamily.go), of the same shape.
 const PolicyTable = "vpcnet-policy"
 
 // The table's shape:
@@ -42,6 +43,7 @@ const PolicyTable = "vpcnet-policy"
 //	chain forward (hook forward), chain input (hook input):
 //	    ct direction reply accept     (replies of allowed connections)
 //	    ct state related accept       (their ICMP errors)
+//	    icmpv6 type 133-137 accept    (table ip6: neighbour discovery)
 //	    ip saddr vmap @egress         (forward and input: a pod's egress,
 //	                                   to other pods, the world or its node)
 //	    ip daddr vmap @ingress        (forward only)
@@ -83,9 +85,10 @@ type policyState struct {
 // computed against, so that a new pod (an ADD) writes its own chain and
 // map entry rather than the whole table.
 type policyModel struct {
+	fam      *policyFamily
 	logDrops bool
 	chains   map[string]podChain
-	sets     map[string][]v4Range
+	sets     map[string]peerRanges
 }
 
 // podChain is one isolated pod's chain in one direction, with the
@@ -175,7 +178,8 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops
 // next (nil: no table). written says whether a transaction was
 // committed.
 func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, err error) {
-	const fam = nftables.TableFamilyIPv4
+	f := d.peerRenders.family()
+	fam := f.table
 	last, lastUse := d.policy.last, d.policy.use
 	if next != nil && last != nil && last.onlyAddressesDiffer(next) {
 		// An ADD's or a DEL's write: map entries only, sent without
@@ -210,7 +214,7 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		}
 		nft.delTable(t)
 		if err := nft.commit(); err != nil {
-			return false, fmt.Errorf("delete nftables table ip %s: %w", PolicyTable, err)
+			return false, fmt.Errorf("delete nftables table %s %s: %w", f.name, PolicyTable, err)
 		}
 		return true, nil
 	}
@@ -252,7 +256,7 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		return false, err
 	}
 	if err := nft.commit(); err != nil {
-		return false, fmt.Errorf("write nftables table ip %s: %w", PolicyTable, err)
+		return false, fmt.Errorf("write nftables table %s %s: %w", f.name, PolicyTable, err)
 	}
 	d.policy = done
 	return true, nil
@@ -274,18 +278,19 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 		return nil, err
 	}
 	out := map[netip.Addr]verdicts.Drops{}
-	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+	f := d.peerRenders.family()
+	t, err := nft.table(f.table, PolicyTable)
 	if err != nil || t == nil {
 		return out, err
 	}
 	// A counter is named by its pod's chain; the verdict maps say which
 	// addresses jump to the chain.
 	addrs := map[string][]netip.Addr{}
-	ingress, egress := policyMaps(t)
+	ingress, egress := policyMaps(f, t)
 	for _, m := range []*nftables.Set{ingress, egress} {
 		elems, err := nft.setElements(m)
 		if err != nil {
-			return nil, fmt.Errorf("read nftables map ip %s %s: %w", PolicyTable, m.Name, err)
+			return nil, fmt.Errorf("read nftables map %s %s %s: %w", f.name, PolicyTable, m.Name, err)
 		}
 		for _, e := range elems {
 			a, ok := netip.AddrFromSlice(e.Key)
@@ -392,47 +397,57 @@ func chainOfCounter(name string) (chain string, ingress, ok bool) {
 	return "", false, false
 }
 
-// renderPeers is one peer set's address ranges and its content's name.
-func renderPeers(ps []netip.Prefix) renderedSet {
-	v4 := ipv4Only(ps)
-	if len(v4) == 0 {
+// renderPeers is one peer set's address ranges, of f's family, and its
+// content's name.
+func renderPeers(f *policyFamily, ps []netip.Prefix) renderedSet {
+	mine := f.only(ps)
+	if len(mine) == 0 {
 		return renderedSet{}
 	}
-	rs := addrRanges(v4)
-	ranges := make([]v4Range, len(rs))
+	rs := addrRanges(mine)
+	ranges := make(peerRanges, 0, 2*f.addrLen*len(rs))
 	h := sha256.New()
-	for i, r := range rs {
-		ranges[i] = v4Range{from: r.From().As4(), to: r.To().As4()}
-		h.Write(ranges[i].from[:])
-		if end := r.To().Next(); end.IsValid() {
-			e := end.As4()
-			h.Write(e[:])
+	// The hash of each range is its first address and the address after
+	// its last (zeros after the family's last address).
+	var end []byte
+	for _, r := range rs {
+		ranges = f.append(ranges, r.From())
+		ranges = f.append(ranges, r.To())
+		end = end[:0]
+		if next := r.To().Next(); next.IsValid() {
+			end = f.append(end, next)
 		} else {
-			h.Write([]byte{0, 0, 0, 0})
+			end = append(end, make([]byte, f.addrLen)...)
 		}
+		h.Write(ranges[len(ranges)-2*f.addrLen : len(ranges)-f.addrLen])
+		h.Write(end)
 	}
 	return renderedSet{name: fmt.Sprintf("peers-%x", h.Sum(nil)[:8]), ranges: ranges}
 }
 
-// v4Range is an inclusive range of IPv4 addresses: how a peer set is
-// kept between writes, 8 bytes a range where its two set elements take
-// some 300 (a 1,668-prefix set was half a megabyte of the agent's heap).
-type v4Range struct{ from, to [4]byte }
+// peerRanges are inclusive ranges of addresses of one family, each its
+// first and last address, one after the other: how a peer set is kept
+// between writes, 8 bytes an IPv4 range (32 an IPv6 one) where its two
+// set elements take some 300 (a 1,668-prefix set was half a megabyte of
+// the agent's heap).
+type peerRanges []byte
 
-// setElements are an interval set's elements for ranges, made when the
-// set is written: each range's first address, and the address after its
-// last as the interval's end (none after 255.255.255.255).
-func setElements(ranges []v4Range) []nftables.SetElement {
-	elems := make([]nftables.SetElement, 0, 2*len(ranges))
-	keys := make([]byte, 0, 8*len(ranges))
-	key := func(a [4]byte) []byte {
-		keys = append(keys, a[:]...)
-		return keys[len(keys)-4 : len(keys) : len(keys)]
-	}
-	for _, r := range ranges {
-		elems = append(elems, nftables.SetElement{Key: key(r.from)})
-		if end := netip.AddrFrom4(r.to).Next(); end.IsValid() {
-			elems = append(elems, nftables.SetElement{Key: key(end.As4()), IntervalEnd: true})
+// setElements are an interval set's elements for ranges of f's family,
+// made when the set is written: each range's first address, and the
+// address after its last as the interval's end (none after the family's
+// last address).
+func setElements(f *policyFamily, ranges peerRanges) []nftables.SetElement {
+	n := len(ranges) / (2 * f.addrLen)
+	elems := make([]nftables.SetElement, 0, 2*n)
+	keys := make([]byte, 0, 2*f.addrLen*n)
+	key := func() []byte { return keys[len(keys)-f.addrLen : len(keys) : len(keys)] }
+	for i := 0; i < len(ranges); i += 2 * f.addrLen {
+		keys = append(keys, ranges[i:i+f.addrLen]...)
+		elems = append(elems, nftables.SetElement{Key: key()})
+		last, _ := netip.AddrFromSlice(ranges[i+f.addrLen : i+2*f.addrLen])
+		if end := last.Next(); end.IsValid() {
+			keys = f.append(keys, end)
+			elems = append(elems, nftables.SetElement{Key: key(), IntervalEnd: true})
 		}
 	}
 	return elems
@@ -441,9 +456,10 @@ func setElements(ranges []v4Range) []nftables.SetElement {
 // policyModelOf renders rs: each isolated pod's chain per direction, and
 // the peer sets, named by their content so that pods admitting the same
 // peers share one and an unchanged set keeps its name across writes.
-// The table is family ip: a pod must have an IPv4 address, its own (two
-// pods cannot both own one verdict map entry), and IPv6 peers, which no
-// packet here can come from, are left out.
+// The table is of one family (the IPv4 one here): a pod must have an
+// address of it, its own (two pods cannot both own one verdict map
+// entry), and the other family's peers, which no packet here can come
+// from, are left out.
 func policyModelOf(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 	return (&peerRenders{}).model(rs, logDrops)
 }
@@ -463,6 +479,16 @@ type peerRenders struct {
 	chains map[string]podChain
 	// hashed counts the chains whose digest a model computed, for tests.
 	hashed int
+	// fam is the table's family; nil is IPv4. Set before the first
+	// model, never changed after.
+	fam *policyFamily
+}
+
+func (pr *peerRenders) family() *policyFamily {
+	if pr.fam == nil {
+		return policyIPv4
+	}
+	return pr.fam
 }
 
 type peerSliceID struct {
@@ -471,14 +497,15 @@ type peerSliceID struct {
 }
 
 type renderedSet struct {
-	name   string // "" when no IPv4 peer is left
-	ranges []v4Range
+	name   string // "" when no peer of the table's family is left
+	ranges peerRanges
 }
 
 func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	m := &policyModel{logDrops: logDrops, chains: map[string]podChain{}, sets: map[string][]v4Range{}}
+	f := pr.family()
+	m := &policyModel{fam: f, logDrops: logDrops, chains: map[string]podChain{}, sets: map[string]peerRanges{}}
 	used := map[peerSliceID]renderedSet{}
 	defer func() { pr.last, pr.chains = used, m.chains }()
 	peerSet := func(ps []netip.Prefix) string {
@@ -488,7 +515,7 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 			r, ok = pr.last[id]
 		}
 		if !ok {
-			r = renderPeers(ps)
+			r = renderPeers(f, ps)
 		}
 		used[id] = r
 		if r.name != "" {
@@ -500,8 +527,8 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 	var allows []setAllow
 	for _, r := range rs.Pods {
 		if r.Pod.IP.IsValid() {
-			if !r.Pod.IP.Is4() {
-				return nil, fmt.Errorf("pod %s/%s: address %v is not IPv4", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
+			if !f.has(r.Pod.IP) {
+				return nil, fmt.Errorf("pod %s/%s: address %v is not of the node's family (table %s %s)", r.Pod.Namespace, r.Pod.Name, r.Pod.IP, f.name, PolicyTable)
 			}
 			if seen[r.Pod.IP] {
 				return nil, fmt.Errorf("pod %s/%s: address %s is another pod's too", r.Pod.Namespace, r.Pod.Name, r.Pod.IP)
@@ -559,7 +586,7 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 				set := "*"
 				if !a.AnyPeer {
 					if set = peerSet(a.Peers); set == "" {
-						continue // IPv6 peers only: allows nothing here
+						continue // the other family's peers only: allows nothing here
 					}
 				}
 				sig.allow(a, set)
@@ -569,7 +596,7 @@ func (pr *peerRenders) model(rs verdicts.Ruleset, logDrops bool) (*policyModel, 
 			if old, ok := pr.chains[name]; ok && old.digest == ch.digest {
 				ch.rules = old.rules
 			} else {
-				ch.rules = chainRules(r.Pod, ingress, logDrops, ch.counter, allows)
+				ch.rules = chainRules(f, r.Pod, ingress, logDrops, ch.counter, allows)
 			}
 			m.chains[name] = ch
 		}
@@ -587,13 +614,13 @@ type setAllow struct {
 // chainRules renders one isolated pod's chain in one direction: a rule
 // per allowed peers and port, returning; with logDrops, a rate-limited
 // log of new connections; then count and drop.
-func chainRules(pod verdicts.PodRef, ingress, logDrops bool, counter string, allows []setAllow) []ruleSpec {
+func chainRules(f *policyFamily, pod verdicts.PodRef, ingress, logDrops bool, counter string, allows []setAllow) []ruleSpec {
 	var rules []ruleSpec
 	for _, sa := range allows {
 		a := sa.a
 		var peer []expr.Any
 		if sa.set != "*" {
-			peer = lookupAddr(!ingress, sa.set)
+			peer = f.lookup(!ingress, sa.set)
 		}
 		comment := fitComment(a.Rule)
 		if a.Ports == nil {
@@ -669,22 +696,6 @@ func (s *chainSig) sum() (d [32]byte) {
 	return d
 }
 
-// ipv4Only is ps without its IPv6 prefixes, ps itself when it has none.
-func ipv4Only(ps []netip.Prefix) []netip.Prefix {
-	for i, p := range ps {
-		if !p.Addr().Is4() {
-			out := append([]netip.Prefix(nil), ps[:i]...)
-			for _, p := range ps[i+1:] {
-				if p.Addr().Is4() {
-					out = append(out, p)
-				}
-			}
-			return out
-		}
-	}
-	return ps
-}
-
 // addrRanges are the address ranges ps covers, merged: an interval set
 // may not hold two ranges that touch. The compiler's prefixes come sorted
 // and apart (netipx normalised them), which a pass checks and merges in
@@ -756,27 +767,26 @@ func (m *policyModel) same(o *policyModel) bool {
 	return true
 }
 
-func policyMaps(t *nftables.Table) (ingress, egress *nftables.Set) {
+func policyMaps(f *policyFamily, t *nftables.Table) (ingress, egress *nftables.Set) {
 	mk := func(name string) *nftables.Set {
-		return &nftables.Set{Table: t, Name: name, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
+		return &nftables.Set{Table: t, Name: name, IsMap: true, KeyType: f.keyType, DataType: nftables.TypeVerdict}
 	}
 	return mk(policyMapIngress), mk(policyMapEgress)
 }
 
-func peerSetObj(t *nftables.Table, name string) *nftables.Set {
-	return &nftables.Set{Table: t, Name: name, KeyType: nftables.TypeIPAddr, Interval: true}
+func peerSetObj(f *policyFamily, t *nftables.Table, name string) *nftables.Set {
+	return &nftables.Set{Table: t, Name: name, KeyType: f.keyType, Interval: true}
 }
 
-func mapElem(addr netip.Addr, chain string) nftables.SetElement {
-	ip := addr.As4()
-	return nftables.SetElement{Key: ip[:], VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}
+func mapElem(f *policyFamily, addr netip.Addr, chain string) nftables.SetElement {
+	return nftables.SetElement{Key: f.bytes(addr), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}
 }
 
 // mapElems are the map entries of chain's addresses.
-func mapElems(chain string, addrs []netip.Addr) []nftables.SetElement {
+func mapElems(f *policyFamily, chain string, addrs []netip.Addr) []nftables.SetElement {
 	out := make([]nftables.SetElement, len(addrs))
 	for i, a := range addrs {
-		out[i] = mapElem(a, chain)
+		out[i] = mapElem(f, a, chain)
 	}
 	return out
 }
@@ -805,34 +815,37 @@ func (m *policyModel) spec() tableSpec {
 		spec.chains = append(spec.chains, chainSpec{name: name, rules: ch.rules})
 		spec.counters = append(spec.counters, ch.counter)
 		if ch.ingress {
-			in = append(in, mapElems(name, ch.addrs)...)
+			in = append(in, mapElems(m.fam, name, ch.addrs)...)
 		} else {
-			out = append(out, mapElems(name, ch.addrs)...)
+			out = append(out, mapElems(m.fam, name, ch.addrs)...)
 		}
 	}
-	spec.chains = append(spec.chains, policyBaseChain("forward", nftables.ChainHookForward, true),
-		policyBaseChain("input", nftables.ChainHookInput, false))
+	spec.chains = append(spec.chains, policyBaseChain(m.fam, "forward", nftables.ChainHookForward, true),
+		policyBaseChain(m.fam, "input", nftables.ChainHookInput, false))
 	for _, name := range slices.Sorted(maps.Keys(m.sets)) {
-		spec.sets = append(spec.sets, setSpec{name: name, interval: true, elems: setElements(m.sets[name])})
+		spec.sets = append(spec.sets, setSpec{name: name, key: m.fam.keyType, interval: true, elems: setElements(m.fam, m.sets[name])})
 	}
-	spec.sets = append(spec.sets, setSpec{name: policyMapIngress, isMap: true, elems: in},
-		setSpec{name: policyMapEgress, isMap: true, elems: out})
+	spec.sets = append(spec.sets, setSpec{name: policyMapIngress, key: m.fam.keyType, isMap: true, elems: in},
+		setSpec{name: policyMapEgress, key: m.fam.keyType, isMap: true, elems: out})
 	return spec
 }
 
 // policyBaseChain is a hooked chain: replies of allowed connections (and
 // their ICMP errors) pass before a verdict map is consulted. input judges
 // egress only: a packet to the node's own addresses has no pod to admit
-// it.
-func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) chainSpec {
+// it. Table ip6 passes neighbour discovery too, before the maps.
+func policyBaseChain(f *policyFamily, name string, hook *nftables.ChainHook, ingressToo bool) chainSpec {
 	ch := chainSpec{name: name, hook: hook, priority: *nftables.ChainPriorityFilter, typ: nftables.ChainTypeFilter}
 	ch.rules = []ruleSpec{
 		{comment: "replies of allowed connections", exprs: concat(ctDirectionReply(), accept())},
 		{comment: "ICMP errors of allowed connections", exprs: concat(ctStateHas(expr.CtStateBitRELATED), accept())},
-		{comment: "a pod's egress", exprs: concat(saddrLoad(), vmapLookup(policyMapEgress))},
 	}
+	if f == policyIPv6 {
+		ch.rules = append(ch.rules, ruleSpec{comment: "neighbour discovery", exprs: neighbourDiscovery()})
+	}
+	ch.rules = append(ch.rules, ruleSpec{comment: "a pod's egress", exprs: concat(f.addrLoad(false), vmapLookup(policyMapEgress))})
 	if ingressToo {
-		ch.rules = append(ch.rules, ruleSpec{comment: "a pod's ingress", exprs: concat(daddrLoad(), vmapLookup(policyMapIngress))})
+		ch.rules = append(ch.rules, ruleSpec{comment: "a pod's ingress", exprs: concat(f.addrLoad(true), vmapLookup(policyMapIngress))})
 	}
 	return ch
 }
@@ -846,12 +859,13 @@ func policyBaseChain(name string, hook *nftables.ChainHook, ingressToo bool) cha
 // pods that stay are kept.
 func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) error {
 	var errs []error
+	f := next.fam
 	for name, ranges := range next.sets {
 		if _, ok := last.sets[name]; !ok {
-			errs = append(errs, n.addSet(peerSetObj(t, name), setElements(ranges)))
+			errs = append(errs, n.addSet(peerSetObj(f, t, name), setElements(f, ranges)))
 		}
 	}
-	ingress, egress := policyMaps(t)
+	ingress, egress := policyMaps(f, t)
 	mapOf := func(ch podChain) *nftables.Set {
 		if ch.ingress {
 			return ingress
@@ -870,7 +884,7 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) e
 	}
 	for name, ch := range last.chains {
 		if gone := outside(ch, next.chains[name].addrs); len(gone) > 0 {
-			errs = append(errs, n.setDeleteElements(mapOf(ch), mapElems(name, gone)))
+			errs = append(errs, n.setDeleteElements(mapOf(ch), mapElems(f, name, gone)))
 		}
 	}
 	for name, ch := range last.chains {
@@ -898,12 +912,12 @@ func changePolicyTable(n *nftConn, t *nftables.Table, last, next *policyModel) e
 	}
 	for name, ch := range next.chains {
 		if added := outside(ch, last.chains[name].addrs); len(added) > 0 {
-			errs = append(errs, n.setAddElements(mapOf(ch), mapElems(name, added)))
+			errs = append(errs, n.setAddElements(mapOf(ch), mapElems(f, name, added)))
 		}
 	}
 	for name := range last.sets {
 		if _, ok := next.sets[name]; !ok {
-			n.delSet(peerSetObj(t, name))
+			n.delSet(peerSetObj(f, t, name))
 		}
 	}
 	return errors.Join(errs...)
@@ -942,24 +956,12 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-func saddrLoad() []expr.Any {
-	return []expr.Any{&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}}
-}
+// daddrLoad loads the IPv4 destination; lookupAddr matches an IPv4
+// address in the named set (the destination when dst): the SNAT of IPv4
+// egress uses them too.
+func daddrLoad() []expr.Any { return policyIPv4.addrLoad(true) }
 
-func daddrLoad() []expr.Any {
-	return []expr.Any{&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4}}
-}
-
-// lookupAddr matches the peer address in the named set: the destination
-// for egress, the source for ingress. The kernel finds the set by name,
-// also one added earlier in the same transaction.
-func lookupAddr(dst bool, set string) []expr.Any {
-	load := saddrLoad()
-	if dst {
-		load = daddrLoad()
-	}
-	return append(load, &expr.Lookup{SourceRegister: 1, SetName: set})
-}
+func lookupAddr(dst bool, set string) []expr.Any { return policyIPv4.lookup(dst, set) }
 
 // vmapLookup jumps to the chain the named verdict map holds for
 // register 1.

@@ -37,7 +37,9 @@ func ref(p testPod, name string) verdicts.PodRef {
 	return verdicts.PodRef{Namespace: "default", Name: name, IP: p.cfg.Addr}
 }
 
-func only(p testPod) []netip.Prefix { return []netip.Prefix{netip.PrefixFrom(p.cfg.Addr, 32)} }
+func only(p testPod) []netip.Prefix {
+	return []netip.Prefix{netip.PrefixFrom(p.cfg.Addr, p.cfg.Addr.BitLen())}
+}
 
 func (pp policyPods) set(t *testing.T, rs verdicts.Ruleset) {
 	t.Helper()
@@ -127,7 +129,7 @@ func openEcho(t *testing.T, from, to testPod, port uint16) *echoConn {
 	var ln net.Listener
 	netnstest.Do(t, to.ns, func() error {
 		var err error
-		ln, err = net.Listen("tcp4", addr.String())
+		ln, err = net.Listen("tcp", addr.String())
 		return err
 	})
 	t.Cleanup(func() { ln.Close() })
@@ -149,7 +151,7 @@ func openEcho(t *testing.T, from, to testPod, port uint16) *echoConn {
 	var c net.Conn
 	if err := from.ns.Do(func(ns.NetNS) error {
 		var err error
-		c, err = net.DialTimeout("tcp4", addr.String(), 2*time.Second)
+		c, err = net.DialTimeout("tcp", addr.String(), 2*time.Second)
 		return err
 	}); err != nil {
 		t.Fatalf("connect %s: %v", addr, err)
@@ -538,7 +540,7 @@ func serveUDP(t *testing.T, n ns.NetNS, addr netip.AddrPort) {
 	var c net.PacketConn
 	netnstest.Do(t, n, func() error {
 		var err error
-		c, err = net.ListenPacket("udp4", addr.String())
+		c, err = net.ListenPacket("udp", addr.String())
 		return err
 	})
 	t.Cleanup(func() { c.Close() })
@@ -560,7 +562,7 @@ func talkUDP(n ns.NetNS, addr netip.AddrPort) error {
 	var c net.Conn
 	if err := n.Do(func(ns.NetNS) error {
 		var err error
-		c, err = net.Dial("udp4", addr.String())
+		c, err = net.Dial("udp", addr.String())
 		return err
 	}); err != nil {
 		return err

@@ -54,7 +54,7 @@ func TestTheIPv4TableLeavesIPv6PeersOutAndRefusesIPv6OrSharedPodAddresses(t *tes
 		t.Errorf("sets %v, want one of 10.3.0.0/16", m.sets)
 	}
 	for name, ranges := range m.sets {
-		if elems := setElements(ranges); len(elems) != 2 || netip.AddrFrom4([4]byte(elems[0].Key)) != netip.MustParseAddr("10.3.0.0") {
+		if elems := setElements(policyIPv4, ranges); len(elems) != 2 || netip.AddrFrom4([4]byte(elems[0].Key)) != netip.MustParseAddr("10.3.0.0") {
 			t.Errorf("set %s = %v, want 10.3.0.0/16 alone", name, elems)
 		}
 	}
@@ -234,7 +234,7 @@ func TestPodsUnderOnePolicyShareOnePeerSetNamedByItsContent(t *testing.T) {
 	}
 	for name, ranges := range m.sets {
 		var got []string
-		for _, e := range setElements(ranges) {
+		for _, e := range setElements(policyIPv4, ranges) {
 			got = append(got, elementKey(e, false))
 		}
 		if strings.Join(got, ",") != "0a010000,0a010100 end,0a020007,0a020008 end" {
@@ -298,7 +298,7 @@ func TestAPeerSetIsKeptAsRangesAndWrittenAsIntervals(t *testing.T) {
 		Ingress: &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "r", Peers: prefixes("10.1.0.0/24", "10.2.0.7/32", "255.255.255.0/24")}}}}}}, false)
 	for name, ranges := range m.sets {
 		var got []string
-		for _, e := range setElements(ranges) {
+		for _, e := range setElements(policyIPv4, ranges) {
 			got = append(got, elementKey(e, false))
 		}
 		// The last range ends the address space: no interval end.
@@ -435,4 +435,43 @@ func withoutFrom(m *policyModel) map[string]podChain {
 		out[name] = ch
 	}
 	return out
+}
+
+// A peer set's name is its content's: an IPv4 node's names are those
+// the previous release wrote (so its first write after the upgrade finds
+// the table as it wants it), and an IPv6 node keeps its ranges as
+// 32 bytes each and writes them as ipv6_addr intervals.
+func TestPeerSetNamesOutliveTheUpgradeAndIPv6SetsAreIntervalsToo(t *testing.T) {
+	ps := prefixes("10.1.0.0/24", "10.2.0.7/32", "255.255.255.0/24", "fd00::/64")
+	if got := renderPeers(policyIPv4, ps).name; got != "peers-54f279cfa84f839b" {
+		t.Errorf("IPv4 set name %s, want the previous release's peers-54f279cfa84f839b", got)
+	}
+	r := renderPeers(policyIPv6, append(ps, netip.MustParsePrefix("ffff::/16")))
+	if len(r.ranges) != 2*2*16 {
+		t.Fatalf("IPv6 ranges %d bytes, want two ranges of 32", len(r.ranges))
+	}
+	var got []string
+	for _, e := range setElements(policyIPv6, r.ranges) {
+		got = append(got, elementKey(e, false))
+	}
+	want := "fd000000000000000000000000000000,fd000000000000010000000000000000 end,ffff0000000000000000000000000000"
+	if strings.Join(got, ",") != want {
+		t.Errorf("IPv6 set elements %q, want %s (the last range ends the address space: no interval end)", got, want)
+	}
+	m := (&peerRenders{fam: policyIPv6}).mustModel(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{
+		Pod: verdicts.PodRef{Namespace: "a", Name: "b", IP: netip.MustParseAddr("fd00::5")}, Ingress: &verdicts.Isolation{}}}})
+	for _, s := range m.spec().sets {
+		if s.keyType() != nftables.TypeIP6Addr {
+			t.Errorf("set %s keyed by %s in table ip6", s.name, s.keyType().Name)
+		}
+	}
+}
+
+func (pr *peerRenders) mustModel(t *testing.T, rs verdicts.Ruleset) *policyModel {
+	t.Helper()
+	m, err := pr.model(rs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

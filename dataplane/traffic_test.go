@@ -114,7 +114,7 @@ func serveTCP(t *testing.T, n ns.NetNS, addr netip.AddrPort) <-chan netip.Addr {
 	var ln net.Listener
 	netnstest.Do(t, n, func() error {
 		var err error
-		ln, err = net.Listen("tcp4", addr.String())
+		ln, err = net.Listen("tcp", addr.String())
 		return err
 	})
 	t.Cleanup(func() { ln.Close() })
@@ -139,7 +139,7 @@ func talkTCP(n ns.NetNS, addr netip.AddrPort) error {
 	var c net.Conn
 	if err := n.Do(func(ns.NetNS) error {
 		var err error
-		c, err = net.DialTimeout("tcp4", addr.String(), 2*time.Second)
+		c, err = net.DialTimeout("tcp", addr.String(), 2*time.Second)
 		return err
 	}); err != nil {
 		return err

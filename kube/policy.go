@@ -418,19 +418,27 @@ func slimNamespace(obj any) (any, error) {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
 }
 
+// policyPodIP is the pod's address as a peer: its IPv4 one, else its
+// IPv6 one (an IPv6 cluster's pods, whose node writes table ip6). A
+// dual-stack pod is a peer by its IPv4 address alone.
+func policyPodIP(st corev1.PodStatus) netip.Addr {
+	var v6 netip.Addr
+	for _, ip := range append(st.PodIPs, corev1.PodIP{IP: st.PodIP}) {
+		a, err := netip.ParseAddr(ip.IP)
+		switch {
+		case err != nil:
+		case a.Is4():
+			return a
+		case !v6.IsValid():
+			v6 = a
+		}
+	}
+	return v6
+}
+
 func toPolicyPod(p *corev1.Pod) netpol.Pod {
 	out := netpol.Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
-	for _, ip := range p.Status.PodIPs {
-		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is4() {
-			out.IP = a
-			break
-		}
-	}
-	if !out.IP.IsValid() {
-		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil && a.Is4() {
-			out.IP = a
-		}
-	}
+	out.IP = policyPodIP(p.Status)
 	for _, c := range p.Spec.Containers {
 		for _, cp := range c.Ports {
 			if cp.Name == "" || cp.ContainerPort < 1 || cp.ContainerPort > 65535 {

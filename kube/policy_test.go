@@ -190,3 +190,23 @@ func TestPodsShareEqualLabelsPortsAndNamespacesAndWhatNoPodHoldsIsLetGo(t *testi
 func sameMap(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
+
+// A pod is a peer by its IPv4 address, and by its IPv6 one when it has
+// no IPv4 address (an IPv6 cluster's pods): before, IPv6 pods were peers
+// without address, which no rule of an IPv6 node's table could admit.
+func TestAPolicyPeerIsItsIPv4AddressElseItsIPv6One(t *testing.T) {
+	for _, tt := range []struct {
+		st   corev1.PodStatus
+		want string
+	}{
+		{corev1.PodStatus{PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}}, "10.0.0.5"},
+		{corev1.PodStatus{PodIP: "2600:1f14::5", PodIPs: []corev1.PodIP{{IP: "2600:1f14::5"}}}, "2600:1f14::5"},
+		{corev1.PodStatus{PodIP: "2600:1f14::5", PodIPs: []corev1.PodIP{{IP: "2600:1f14::5"}, {IP: "10.0.0.5"}}}, "10.0.0.5"},
+		{corev1.PodStatus{PodIP: "2600:1f14::5"}, "2600:1f14::5"},
+		{corev1.PodStatus{}, "invalid IP"},
+	} {
+		if got := toPolicyPod(&corev1.Pod{Status: tt.st}).IP.String(); got != tt.want {
+			t.Errorf("%+v: peer address %s, want %s", tt.st, got, tt.want)
+		}
+	}
+}

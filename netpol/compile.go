@@ -380,17 +380,18 @@ func (ix *indexed) selectPeers(policyNS string, peer networkingv1.NetworkPolicyP
 	}
 }
 
-// addBlock adds an ipBlock's CIDR less its excepts. IPv6 blocks are
-// kept out: vpcnet's pods are IPv4.
+// addBlock adds an ipBlock's CIDR less its excepts, of either family:
+// the dataplane keeps those of its node's (an IPv4 node's table leaves
+// IPv6 blocks out, an IPv6 node's IPv4 ones).
 func addBlock(b *netipx.IPSetBuilder, blk *networkingv1.IPBlock) {
 	p, err := netip.ParsePrefix(blk.CIDR)
-	if err != nil || !p.Addr().Is4() {
+	if err != nil {
 		return
 	}
 	var one netipx.IPSetBuilder
 	one.AddPrefix(p.Masked())
 	for _, e := range blk.Except {
-		if ep, err := netip.ParsePrefix(e); err == nil && ep.Addr().Is4() {
+		if ep, err := netip.ParsePrefix(e); err == nil {
 			one.RemovePrefix(ep.Masked())
 		}
 	}

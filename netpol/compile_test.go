@@ -374,3 +374,34 @@ func TestACompilerKeepsNoCopyOfTheClustersPods(t *testing.T) {
 		t.Errorf("the Compiler keeps %d bytes for %d pods (%d each); want no copy of them (under 24 bytes each)", kept, n, kept/n)
 	}
 }
+
+// An IPv6 cluster (aws-node's IPv6 mode: pods IPv6 only) compiles as an
+// IPv4 one: pod peers as /128s, an IPv6 ipBlock less its except, a
+// named egress port per peer. Blocks of both families are kept; the
+// dataplane keeps its node's.
+func TestIPv6PodsAndBlocksCompileAsIPv4Ones(t *testing.T) {
+	c := world(np("x", "p", func(s *networkingv1.NetworkPolicySpec) {
+		s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+			{PodSelector: sel("pod", "b")},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "2600:1f14:abc:de01::/64", Except: []string{"2600:1f14:abc:de01::/65"}}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "10.9.0.0/16"}},
+		}}}
+		s.Egress = []networkingv1.NetworkPolicyEgressRule{{
+			To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("team", "blue")}},
+			Ports: []networkingv1.NetworkPolicyPort{portName(corev1.ProtocolTCP, "serve-80-tcp")},
+		}}
+	}))
+	for i, ip := range []string{"2600:1f14:abc:de01:8000::1", "2600:1f14:abc:de01:8000::2", "2600:1f14:abc:de02::1", "2600:1f14:abc:de02::2"} {
+		c.Pods[i].IP = netip.MustParseAddr(ip)
+	}
+	r := compileFor(t, c, "x", "a")
+	wantIn := pfx("10.9.0.0/16", "2600:1f14:abc:de01:8000::/65")
+	if d := diff(wantIn, r.Ingress.Allows[0].Peers); d != "" {
+		t.Errorf("ingress peers (-want +got):\n%s", d)
+	}
+	wantOut := []Allow{{Rule: "x/p egress[0]", Peers: pfx("2600:1f14:abc:de02::1/128", "2600:1f14:abc:de02::2/128"), Ports: []Port{{Protocol: TCP, First: 80, Last: 80}}}}
+	if d := diff(wantOut, r.Egress.Allows); d != "" {
+		t.Errorf("egress allows (-want +got):\n%s", d)
+	}
+}

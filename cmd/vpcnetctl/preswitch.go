@@ -77,12 +77,11 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 		r.Settings = append(r.Settings, e.Name+"="+e.Value)
 	}
 	cfg, err := config.LoadEnviron(r.Settings)
-	if err == nil && cfg.IPv6 && cfg.NetworkPolicy {
-		// The settings are valid and vpcnetd runs IPv6 nodes, but it
-		// enforces NetworkPolicy for IPv4 pods only and refuses to start
-		// an IPv6 node in a cluster with enforcement on, vpcnet's default
-		// (issue 27): say so before the switch.
-		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\": vpcnet enforces NetworkPolicy for IPv4 pods only, and vpcnetd refuses to start an IPv6 node with VPCNET_NETWORK_POLICY=on (its default); set VPCNET_NETWORK_POLICY=off in vpcnet's chart (env.VPCNET_NETWORK_POLICY) and run a policy engine chained with vpcnet, or keep aws-node on IPv6 clusters for now")
+	if err == nil && cfg.IPv6 && cfg.NetworkPolicy && cfg.V4Egress {
+		// vpcnetd refuses these settings (its policy table of an IPv6
+		// node judges IPv6 traffic only, and the pods' IPv4 egress
+		// would pass unjudged): say so before the switch, not after.
+		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\" with ENABLE_V4_EGRESS=\"true\" and NetworkPolicy enforcement on: vpcnet judges IPv6 pods' IPv6 traffic only, and their IPv4 egress through the node (169.254.172.0/22, SNATed to the node's address) would pass every policy, so vpcnetd refuses to start; set ENABLE_V4_EGRESS=\"false\", or VPCNET_NETWORK_POLICY=\"off\" with a policy engine chained that judges both")
 	}
 	if err != nil {
 		var cerr *config.Error

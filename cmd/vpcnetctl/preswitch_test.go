@@ -110,11 +110,10 @@ func TestPreswitchNamesASettingVpcnetdWouldRefuse(t *testing.T) {
 	}
 }
 
-// aws-node's IPv6 manifest is valid for vpcnetd, but vpcnetd refuses to
-// start an IPv6 node that would enforce NetworkPolicy (for IPv4 pods
-// only), which it does by default: the check says so before anything is
-// deleted.
-func TestPreswitchOfAnIPv6ClusterSaysNetworkPolicyMustBeOff(t *testing.T) {
+// aws-node's IPv6 manifest is valid for vpcnetd, which enforces
+// NetworkPolicy for IPv6 pods too: nothing is refused, and a note says
+// what is not judged (the pods' IPv4 egress through the node).
+func TestPreswitchOfAnIPv6ClusterWithIPv4EgressRefusesTheSettingsVpcnetdRefuses(t *testing.T) {
 	env := slices.Clone(awsNodeEnv)
 	for i := range env {
 		switch env[i].Name {
@@ -128,8 +127,25 @@ func TestPreswitchOfAnIPv6ClusterSaysNetworkPolicyMustBeOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Ready() || len(r.Refused) != 1 || !strings.HasPrefix(r.Refused[0], `ENABLE_IPv6="true": vpcnet enforces NetworkPolicy for IPv4 pods only`) || !strings.Contains(r.Refused[0], "VPCNET_NETWORK_POLICY=off") {
-		t.Fatalf("refused %q, want ENABLE_IPv6=true alone", r.Refused)
+	if r.Ready() || !slices.ContainsFunc(r.Refused, func(n string) bool {
+		return strings.HasPrefix(n, `ENABLE_IPv6="true" with ENABLE_V4_EGRESS="true"`) && strings.Contains(n, `ENABLE_V4_EGRESS="false"`)
+	}) {
+		t.Fatalf("ready %v, refused %q: want the IPv4 egress no policy would judge refused, naming the fix", r.Ready(), r.Refused)
+	}
+	for i := range env {
+		if env[i].Name == "ENABLE_V4_EGRESS" {
+			env[i].Value = "false"
+		}
+	}
+	if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == "ENABLE_V4_EGRESS" }) {
+		env = append(env, corev1.EnvVar{Name: "ENABLE_V4_EGRESS", Value: "false"})
+	}
+	r, err = preswitch(context.Background(), fake.NewClientset(awsNodeObjects(env)...), "kube-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready() {
+		t.Fatalf("refused %q, want an IPv6 cluster without IPv4 egress ready to switch", r.Refused)
 	}
 }
 

@@ -67,7 +67,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("EC2 client: %w", err)
 	}
-	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix})
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix, IPv6Policy: cfg.IPv6})
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
@@ -100,13 +100,12 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return a.Run(ctx)
 }
 
-// errIPv6Policy stops an IPv6 node that would enforce NetworkPolicy:
-// vpcnet compiles policies into table ip vpcnet-policy, whose maps and
-// peer sets hold IPv4 addresses only (dataplane/policy.go), so an IPv6
-// pod's policies would go unenforced: it would get traffic its policies
-// forbid. Without a Kubernetes API there are no policies, and the node
-// runs.
-var errIPv6Policy = errors.New("ENABLE_IPv6=true with VPCNET_NETWORK_POLICY=on: vpcnet enforces NetworkPolicy for IPv4 pods only (its nftables maps and sets hold IPv4 addresses), so IPv6 pods would run with their policies unenforced; set VPCNET_NETWORK_POLICY=off and run a policy engine chained with vpcnet (README, Network policy), or set ENABLE_IPv6=false")
+// errIPv6PolicyV4Egress stops an IPv6 node that would enforce
+// NetworkPolicy while its pods also reach IPv4 destinations through the
+// node (vpcnet-egress-v4): the policy table of an IPv6 node judges its
+// pods' IPv6 traffic only, and an egress-isolated pod would still reach
+// every IPv4 address its policies forbid.
+var errIPv6PolicyV4Egress = errors.New("ENABLE_IPv6=true with ENABLE_V4_EGRESS=true and VPCNET_NETWORK_POLICY=on: vpcnet judges IPv6 pods' IPv6 traffic only, and their IPv4 egress through the node would pass every NetworkPolicy unjudged; set ENABLE_V4_EGRESS=false (pods reach IPv4 destinations only through a NAT64/DNS64 path), or VPCNET_NETWORK_POLICY=off and chain a policy engine that judges both (README, Network policy)")
 
 // policyOptions turns NetworkPolicy enforcement on when the API server
 // is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
@@ -117,9 +116,6 @@ func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) 
 		o.Off = "no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): there are no NetworkPolicy objects to read"
 		return o, nil
 	}
-	if cfg.IPv6 && cfg.NetworkPolicy {
-		return o, errIPv6Policy
-	}
 	src, err := kube.PolicySourcesForConfig(rc)
 	if err != nil {
 		return o, fmt.Errorf("NetworkPolicy watch: %w", err)
@@ -128,6 +124,9 @@ func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) 
 		o.Off = "VPCNET_NETWORK_POLICY=off"
 		o.Count = src.CountNetworkPolicies
 		return o, nil
+	}
+	if cfg.IPv6 && cfg.V4Egress {
+		return o, errIPv6PolicyV4Egress
 	}
 	o.Source, o.Rules = kube.NewPolicyWatch(src), dp
 	return o, nil
