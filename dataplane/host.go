@@ -133,17 +133,24 @@ func (d *Dataplane) SetupHost(ctx context.Context, cfg HostConfig) error {
 	if err := ensureMarkRule(s.nl, cfg.Connmark); err != nil {
 		return err
 	}
+	return d.writeHostTables(s, cfg, name, desiredChains)
+}
+
+// writeHostTables makes table ip vpcnet the chains the node's family
+// gives for its rules (desiredChains, ipv6NodeChains), then table ip6
+// vpcnet's pod-IMDS deny.
+func (d *Dataplane) writeHostTables(s *session, cfg HostConfig, primaryIf string, chains func(hostRules) []chainSpec) error {
 	nft, err := s.nftables()
 	if err != nil {
 		return err
 	}
-	r := d.hostRules(cfg, name)
-	changed, err := reconcileTable(nft, nftables.TableFamilyIPv4, desiredChains(r))
+	r := d.hostRules(cfg, primaryIf)
+	changed, err := reconcileTable(nft, nftables.TableFamilyIPv4, chains(r))
 	if err != nil {
 		return err
 	}
 	if changed {
-		d.log.Info("host nftables rules written", "table", "ip "+TableName, "primary", name,
+		d.log.Info("host nftables rules written", "table", "ip "+TableName, "primary", primaryIf, "ipv6Pods", cfg.IPv6,
 			"externalSNAT", cfg.ExternalSNAT, "vpcCIDRs", cfg.VPCCIDRs, "denyPodIMDS", cfg.DenyPodIMDS)
 	}
 	return d.reconcileIMDS6(nft, r)
@@ -189,19 +196,7 @@ func (d *Dataplane) setupHost6(ctx context.Context, s *session, cfg HostConfig, 
 	if err := deleteRules(s.nl, have, isMarkRule); err != nil {
 		return err
 	}
-	nft, err := s.nftables()
-	if err != nil {
-		return err
-	}
-	r := d.hostRules(cfg, primaryIf)
-	changed, err := reconcileTable(nft, nftables.TableFamilyIPv4, ipv6NodeChains(r))
-	if err != nil {
-		return err
-	}
-	if changed {
-		d.log.Info("host nftables rules written for IPv6 pods", "table", "ip "+TableName, "primary", primaryIf, "denyPodIMDS", cfg.DenyPodIMDS)
-	}
-	return d.reconcileIMDS6(nft, r)
+	return d.writeHostTables(s, cfg, primaryIf, ipv6NodeChains)
 }
 
 // TeardownHost removes tables ip and ip6 vpcnet, ip and ip6 vpcnet-hostport and rule 1024. Pod and ENI state is

@@ -236,7 +236,7 @@ func (x *requests) expireWaiters(now time.Time) {
 	var why *NoAddressError // the node's, made once
 	for _, w := range n.reqs.waiters {
 		hopeless := false
-		deadline := n.reqs.deadline(w)
+		deadline := x.deadline(w)
 		if !now.Before(w.judgeAt) && now.Before(deadline) {
 			w.judging = true
 			if why == nil {
