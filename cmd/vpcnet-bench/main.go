@@ -227,14 +227,15 @@ func run(ctx context.Context, o options, todo []scenario) (err error) {
 		logOut = os.Stderr
 	}
 	b := &bench{opts: o, prefix: fmt.Sprintf("vpcbench-%04x-", rand.IntN(1<<16)), log: slog.New(slog.NewTextHandler(logOut, nil))}
-	unrecord, err := recordRun(runsDir, b.prefix)
+	if b.scratch, err = os.MkdirTemp("", scratchPattern); err != nil {
+		return err
+	}
+	unrecord, err := recordRun(runsDir, b.prefix, b.scratch)
 	if err != nil {
+		os.RemoveAll(b.scratch)
 		return err
 	}
 	defer unrecord()
-	if b.scratch, err = os.MkdirTemp("", "vpcnet-bench-"); err != nil {
-		return err
-	}
 	defer func() {
 		// Every scenario closes its own cluster; this catches what an
 		// interrupted one could not.
