@@ -201,7 +201,7 @@ func (x *hostView) reclaim(now time.Time) {
 		h.reclaimed++
 		n.log.Warn("released: the pod is gone from the host (no route to its address) and no DEL came; the runtime deleted it while the agent could not hear",
 			"key", as.Key.String(), "pod", as.Pod.String(), "addr", as.Addr.String(), "missingSince", since)
-		n.reqs.release(as.Key, "reclaimed", nil)
+		n.release(as.Key, "reclaimed", nil)
 	}
 	for k := range h.unrouted {
 		if _, held := n.pool.Lookup(k); !held {

@@ -91,7 +91,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 		meta: make(map[string]eniMeta),
 		last: now,
 	}
-	n.dur.n, n.reqs.n, n.host.n, n.cloud.n = n, n, n, n
+	n.dur.n, n.host.n, n.cloud.n = n, n, n
 	n.planner.n, n.results.n, n.custom.n = n, n, n
 	n.reqs.init()
 	n.host.init()
@@ -205,11 +205,11 @@ func (n *Node) Step(now time.Time, ev Event) {
 	n.last = now
 	switch ev := ev.(type) {
 	case AddRequest:
-		n.reqs.onAdd(ev, now)
+		n.onAdd(ev, now)
 	case DelRequest:
-		n.reqs.onDel(ev, now)
+		n.onDel(ev, now)
 	case GCRequest:
-		n.reqs.onGC(ev, now)
+		n.onGC(ev, now)
 	case Cancel:
 		n.reqs.cancel(ev.ID, now, n.cfg.DemandMemory)
 	case Tick:
@@ -259,8 +259,8 @@ func (n *Node) Step(now time.Time, ev Event) {
 // waiting Adds that can now be served, periodic reads, a plan, a write.
 func (n *Node) afterStep(now time.Time) {
 	n.reqs.expireDemand(now)
-	n.reqs.serveWaiters(now)
-	n.reqs.expireWaiters(now)
+	n.serveWaiters(now)
+	n.expireWaiters(now)
 	n.cloud.periodic(now)
 	n.planner.plan(now)
 	markUrgent(n, now)

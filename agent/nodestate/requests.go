@@ -58,8 +58,11 @@ type BudgetFailover struct {
 // requests are the Adds waiting for an address, and the demand of those
 // that gave up: kubelet retries a failed ADD, so for DemandMemory it still
 // counts, and a burst cannot make the pool detach and re-attach.
+//
+// requests keeps only that state and its rules (deadlines, the failover
+// hold, remembered demand); what an Add or a Del does to the pool, the
+// checkpoint and the host is the Node's (onAdd, onDel, release, ...).
 type requests struct {
-	n       *Node
 	waiters []waiter
 	demand  map[ipam.Key]time.Time
 	// heldSince is when the budget controller began failing over;
@@ -135,8 +138,7 @@ func (r *requests) cancel(id uint64, now time.Time, memory time.Duration) {
 	r.waiters = slices.Delete(r.waiters, i, i+1)
 }
 
-func (x *requests) onAdd(ev AddRequest, now time.Time) {
-	n := x.n
+func (n *Node) onAdd(ev AddRequest, now time.Time) {
 	delete(n.reqs.demand, ev.Key)
 	if as, ok := n.pool.Lookup(ev.Key); ok && !n.dur.releasing[ev.Key] {
 		eni, _ := n.pool.ENI(as.ENIID)
@@ -164,7 +166,7 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 		n.out.Replies = append(n.out.Replies, Reply{ID: ev.ID, Err: errors.New("the attachment's previous address is still being released; retry")})
 		return
 	}
-	if n.reqs.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
+	if n.tryAssign(ev.ID, ev.Key, ev.Pod, now) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod,
@@ -174,8 +176,7 @@ func (x *requests) onAdd(ev AddRequest, now time.Time) {
 
 // tryAssign gives key an address if one is free; the reply waits for the
 // checkpoint that records it, and a failed write takes it back.
-func (x *requests) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) bool {
-	n := x.n
+func (n *Node) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Time) bool {
 	as, err := n.pool.Assign(key, pod, now)
 	if err != nil {
 		var nf *ipam.NoFreeAddressError
@@ -217,11 +218,10 @@ func (x *requests) tryAssign(id uint64, key ipam.Key, pod ipam.Pod, now time.Tim
 }
 
 // serveWaiters hands free addresses to waiting Adds, oldest first.
-func (x *requests) serveWaiters(now time.Time) {
-	n := x.n
+func (n *Node) serveWaiters(now time.Time) {
 	for len(n.reqs.waiters) > 0 {
 		w := n.reqs.waiters[0]
-		if !n.reqs.tryAssign(w.id, w.key, w.pod, now) {
+		if !n.tryAssign(w.id, w.key, w.pod, now) {
 			return
 		}
 		n.reqs.waiters = n.reqs.waiters[1:]
@@ -230,13 +230,12 @@ func (x *requests) serveWaiters(now time.Time) {
 
 // expireWaiters fails the Adds whose wait is over, each with the reason:
 // after AddWait, or after hopelessWait when no address is on its way.
-func (x *requests) expireWaiters(now time.Time) {
-	n := x.n
+func (n *Node) expireWaiters(now time.Time) {
 	var keep []waiter
 	var why *NoAddressError // the node's, made once
 	for _, w := range n.reqs.waiters {
 		hopeless := false
-		deadline := x.deadline(w)
+		deadline := n.reqs.deadline(w)
 		if !now.Before(w.judgeAt) && now.Before(deadline) {
 			w.judging = true
 			if why == nil {
@@ -258,22 +257,20 @@ func (x *requests) expireWaiters(now time.Time) {
 // onDel takes key out of the checkpoint, and only once that is on disk
 // lets the pool free the address, into cooldown. Unknown keys succeed: the
 // runtime may repeat a Del, or the agent may have restarted in between.
-func (x *requests) onDel(ev DelRequest, now time.Time) {
-	n := x.n
-	n.reqs.dropWaiter(ev.Key)
+func (n *Node) onDel(ev DelRequest, now time.Time) {
+	n.dropWaiter(ev.Key)
 	delete(n.reqs.demand, ev.Key)
 	_, held := n.pool.Lookup(ev.Key)
 	if !held && n.staleIndex(ev.Key) < 0 {
 		n.dur.after(Reply{ID: ev.ID}, nil)
 		return
 	}
-	n.reqs.release(ev.Key, "released", func(as ipam.Assignment, ok bool, err error) Reply {
+	n.release(ev.Key, "released", func(as ipam.Assignment, ok bool, err error) Reply {
 		return Reply{ID: ev.ID, Assignment: as, Released: ok && held, Err: err}
 	})
 }
 
-func (x *requests) dropWaiter(key ipam.Key) {
-	n := x.n
+func (n *Node) dropWaiter(key ipam.Key) {
 	n.reqs.waiters = slices.DeleteFunc(n.reqs.waiters, func(w waiter) bool {
 		if w.key == key {
 			n.out.Replies = append(n.out.Replies, Reply{ID: w.id, Err: errors.New("the runtime deleted the attachment while its ADD waited for an address")})
@@ -285,8 +282,7 @@ func (x *requests) dropWaiter(key ipam.Key) {
 
 // release drops key from the checkpoint; once durable, the address leaves
 // the pool's hands (cooling) and reply builds the answer, if any.
-func (x *requests) release(key ipam.Key, why string, reply func(as ipam.Assignment, ok bool, err error) Reply) {
-	n := x.n
+func (n *Node) release(key ipam.Key, why string, reply func(as ipam.Assignment, ok bool, err error) Reply) {
 	if n.dur.releasing == nil {
 		n.dur.releasing = make(map[ipam.Key]bool)
 	}
@@ -325,8 +321,7 @@ func (x *requests) release(key ipam.Key, why string, reply func(as ipam.Assignme
 // onGC releases every assignment of the network the runtime no longer
 // has, once older than the cooldown: an attachment whose ADD is still in
 // flight is not yet in the runtime's list and must not be collected.
-func (x *requests) onGC(ev GCRequest, now time.Time) {
-	n := x.n
+func (n *Node) onGC(ev GCRequest, now time.Time) {
 	var gone []ipam.Assignment
 	for _, as := range n.pool.Assignments() {
 		if as.Key.Network != ev.Network || ev.Valid[as.Key] || IsQuarantine(as.Key) || n.dur.releasing[as.Key] || n.dur.replying(as.Key) || now.Sub(as.AssignedAt) < n.cfg.Cooldown {
@@ -335,7 +330,7 @@ func (x *requests) onGC(ev GCRequest, now time.Time) {
 		gone = append(gone, as)
 	}
 	for _, as := range gone {
-		n.reqs.release(as.Key, "released by GC: the runtime no longer has the attachment", nil)
+		n.release(as.Key, "released by GC: the runtime no longer has the attachment", nil)
 	}
 	n.dur.after(Reply{ID: ev.ID, Gone: gone}, nil)
 }
