@@ -78,7 +78,6 @@ type attaching struct {
 
 // cloudView is what the machine knows of EC2 beyond the pool.
 type cloudView struct {
-	n         *Node
 	plan      ipam.PlanConfig
 	eniCfgOK  bool
 	eniCfgMsg string
@@ -192,7 +191,7 @@ func (n *Node) leftoverDeleted(j Job, ev DeleteResult, now time.Time) {
 		return
 	}
 	if ev.Err != nil {
-		c.noteEC2(ev.Err)
+		n.noteEC2(ev.Err)
 	}
 	c.leftovers[j.ENIID]++
 	wait := min(time.Duration(1<<min(c.leftovers[j.ENIID], 6))*time.Second, maxLeftoverRetry)
@@ -200,8 +199,7 @@ func (n *Node) leftoverDeleted(j Job, ev DeleteResult, now time.Time) {
 	n.jobs.schedule(now.Add(wait), j)
 }
 
-func (x *cloudView) classify(err error) ErrorClass {
-	n := x.n
+func (n *Node) classify(err error) ErrorClass {
 	if err == nil || n.cfg.Classify == nil {
 		return ErrorClass{}
 	}
@@ -211,14 +209,13 @@ func (x *cloudView) classify(err error) ErrorClass {
 // noteEC2 records whether EC2 answered, for readiness and /v1/status. An
 // error with an AWS code is an answer (it said no); only silence counts
 // against reachability.
-func (x *cloudView) noteEC2(err error) {
-	n := x.n
+func (n *Node) noteEC2(err error) {
 	if err == nil {
 		n.cloud.ok = true
 		return
 	}
 	n.cloud.lastErr = err.Error()
-	c := n.cloud.classify(err)
+	c := n.classify(err)
 	if c.Throttled {
 		n.cloud.throttledAt = n.last
 	}
@@ -235,24 +232,22 @@ func (x *cloudView) noteEC2(err error) {
 }
 
 // periodic starts the reads that came due and the jobs scheduled for now.
-func (x *cloudView) periodic(now time.Time) {
-	n := x.n
+func (n *Node) periodic(now time.Time) {
 	if !now.Before(n.cloud.nextResync) {
 		n.cloud.nextResync = now.Add(n.cfg.ResyncInterval)
-		n.cloud.startResync()
-		n.cloud.startHostCheck()
+		n.startResync()
+		n.startHostCheck()
 	}
 	if !n.host.nextReclaim.IsZero() && !now.Before(n.host.nextReclaim) {
 		n.host.nextReclaim = time.Time{}
-		n.cloud.startHostCheck()
+		n.startHostCheck()
 	}
 	for _, j := range n.jobs.due(now) {
 		n.job(j)
 	}
 }
 
-func (x *cloudView) startResync() {
-	n := x.n
+func (n *Node) startResync() {
 	if n.jobs.running(kindIs(JobResync)) {
 		return
 	}
@@ -269,25 +264,23 @@ func (x *cloudView) startResync() {
 	n.job(j)
 }
 
-func (x *cloudView) startHostCheck() {
-	n := x.n
+func (n *Node) startHostCheck() {
 	if !n.jobs.running(kindIs(JobHostCheck)) {
 		n.job(Job{Kind: JobHostCheck})
 	}
 }
 
-func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
-	n := x.n
+func (n *Node) onResync(ev ResyncResult, now time.Time) {
 	n.jobs.done(ev.JobID)
 	if ev.Unchanged {
 		return // IMDS shows what it showed at the last EC2 read
 	}
 	if ev.Changed {
 		n.cloud.wantEC2 = true
-		n.cloud.startResync() // EC2 now, in a job a budget can grant
+		n.startResync() // EC2 now, in a job a budget can grant
 		return
 	}
-	n.cloud.noteEC2(ev.Err)
+	n.noteEC2(ev.Err)
 	if ev.Err != nil {
 		n.log.Warn("reading attached ENIs from EC2 failed; trying again at the next pass", "err", ev.Err)
 		n.cloud.wantEC2 = true
@@ -303,11 +296,11 @@ func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 	for _, e := range ev.ENIs {
 		e.Blocks = n.familyBlocks(e.DeviceIndex, n.cloud.notReleased(e.Blocks, ev.JobID))
 		attached[e.ID] = e
-		if err := n.cloud.adopt(e, now); err != nil {
+		if err := n.adopt(e, now); err != nil {
 			n.log.Error("ENI attached in EC2 not taken into the pool", "eni", e.ID, "err", err)
 		}
 	}
-	n.cloud.dropVanished(attached, now)
+	n.dropVanished(attached, now)
 	for p, after := range n.cloud.released {
 		if ev.JobID >= after && after != releaseInFlight {
 			delete(n.cloud.released, p) // this read came after the release
@@ -318,9 +311,8 @@ func (x *cloudView) onResync(ev ResyncResult, now time.Time) {
 // adopt brings an attached ENI and its blocks into the pool; its host side
 // was set up by the job that found it. Routed addresses in new blocks are
 // quarantined before any pod can be given them.
-func (x *cloudView) adopt(e ENIInfo, now time.Time) error {
-	n := x.n
-	if _, busy := n.results.detaching(e.ID); busy {
+func (n *Node) adopt(e ENIInfo, now time.Time) error {
+	if _, busy := n.detaching(e.ID); busy {
 		return nil // on its way out: a resync raced the detach
 	}
 	e.Blocks = n.familyBlocks(e.DeviceIndex, e.Blocks)
@@ -352,30 +344,29 @@ func (x *cloudView) adopt(e ENIInfo, now time.Time) error {
 		if have[p] {
 			continue
 		}
-		if n.custom.offSubnet(e.DeviceIndex, e.SubnetID) && !n.custom.usesPrimaryBlock(p) {
+		if n.offSubnet(e.DeviceIndex, e.SubnetID) && !n.usesPrimaryBlock(p) {
 			unused++
 			continue
 		}
 		if err := n.pool.AddBlock(e.ID, p); err != nil {
 			return fmt.Errorf("adopt %s on %s: %w", p, e.ID, err)
 		}
-		n.cloud.quarantineRoutedIn(p, now)
+		n.quarantineRoutedIn(p, now)
 	}
 	if unused > 0 && !known {
 		n.log.Warn("custom networking: the primary ENI's secondary addresses are not used for pods; they stay assigned in EC2 until the node is replaced",
 			"eni", e.ID, "blocks", unused)
 	}
 	if !e.DeleteOnTermination && e.AttachmentID != "" {
-		n.cloud.setDOT(e.ID, e.AttachmentID)
+		n.setDOT(e.ID, e.AttachmentID)
 	}
 	return nil
 }
 
-func (x *cloudView) quarantineRoutedIn(p netip.Prefix, now time.Time) {
-	n := x.n
+func (n *Node) quarantineRoutedIn(p netip.Prefix, now time.Time) {
 	for ip := range n.host.routed {
 		if p.Contains(ip) {
-			n.host.quarantineIfFree(ip, now, false)
+			n.quarantineIfFree(ip, now, false)
 		}
 	}
 }
@@ -385,16 +376,14 @@ func (x *cloudView) quarantineRoutedIn(p netip.Prefix, now time.Time) {
 // offSubnet says, with custom networking, whether new pods must not get
 // addresses of an ENI: the primary always, and once the ENIConfig is
 // known, any ENI outside its subnet (left from before the switch).
-func (x *custom) offSubnet(device int, subnetID string) bool {
-	n := x.n
+func (n *Node) offSubnet(device int, subnetID string) bool {
 	if !n.cfg.CustomNetwork {
 		return false
 	}
 	return device == 0 || (n.cloud.eniCfgOK && subnetID != n.cloud.plan.SubnetID)
 }
 
-func (x *custom) usesPrimaryBlock(p netip.Prefix) bool {
-	n := x.n
+func (n *Node) usesPrimaryBlock(p netip.Prefix) bool {
 	for ip := range n.ckAddrs {
 		if p.Contains(ip) {
 			return true
@@ -405,16 +394,14 @@ func (x *custom) usesPrimaryBlock(p netip.Prefix) bool {
 
 // setDOT asks for DeleteOnTermination on an ENI of the node unless a
 // request is already under way.
-func (x *cloudView) setDOT(eniID, attachmentID string) {
-	n := x.n
+func (n *Node) setDOT(eniID, attachmentID string) {
 	if n.jobs.running(func(j Job) bool { return j.Kind == JobSetDeleteOnTermination && j.ENIID == eniID }) {
 		return
 	}
 	n.job(Job{Kind: JobSetDeleteOnTermination, ENIID: eniID, AttachmentID: attachmentID})
 }
 
-func (x *cloudView) onDOT(ev DOTResult, now time.Time) {
-	n := x.n
+func (n *Node) onDOT(ev DOTResult, now time.Time) {
 	j, _ := n.jobs.done(ev.JobID)
 	if ev.Err == nil {
 		delete(n.cloud.dotTries, j.ENIID)
@@ -424,7 +411,7 @@ func (x *cloudView) onDOT(ev DOTResult, now time.Time) {
 		}
 		return
 	}
-	n.cloud.noteEC2(ev.Err)
+	n.noteEC2(ev.Err)
 	n.cloud.dotTries[j.ENIID]++
 	wait := min(time.Duration(1<<min(n.cloud.dotTries[j.ENIID], 5))*time.Second, maxDOTRetry)
 	n.log.Warn("DeleteOnTermination not set yet; trying again", "eni", j.ENIID, "in", wait.String(), "err", ev.Err)
@@ -433,8 +420,7 @@ func (x *cloudView) onDOT(ev DOTResult, now time.Time) {
 
 // dropVanished removes the free blocks and ENIs that EC2 no longer shows
 // attached. What a pod still holds is kept and reported.
-func (x *cloudView) dropVanished(attached map[string]ENIInfo, now time.Time) {
-	n := x.n
+func (n *Node) dropVanished(attached map[string]ENIInfo, now time.Time) {
 	for _, es := range n.pool.Stats(now).ENIs {
 		e, ok := attached[es.ID]
 		if !ok {
@@ -460,8 +446,7 @@ func (x *cloudView) dropVanished(attached map[string]ENIInfo, now time.Time) {
 }
 
 // detaching says whether a detach of eniID is under way.
-func (x *results) detaching(eniID string) (Job, bool) {
-	n := x.n
+func (n *Node) detaching(eniID string) (Job, bool) {
 	for _, j := range n.jobs.inFlight {
 		if j.Kind == JobAction && j.Action.Kind == ipam.DetachENI && j.Action.ENIID == eniID {
 			return j, true
@@ -470,8 +455,7 @@ func (x *results) detaching(eniID string) (Job, bool) {
 	return Job{}, false
 }
 
-func (x *results) onAction(ev ActionResult, now time.Time) {
-	n := x.n
+func (n *Node) onAction(ev ActionResult, now time.Time) {
 	j, ok := n.jobs.done(ev.JobID)
 	if !ok {
 		panic(fmt.Sprintf("nodestate: result for unknown job %d", ev.JobID))
@@ -480,24 +464,24 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 	if ev.Err != nil {
 		n.log.Error("EC2 change failed", "action", act.String(), "err", ev.Err)
 	}
-	n.cloud.noteEC2(ev.Err)
+	n.noteEC2(ev.Err)
 	switch act.Kind {
 	case ipam.ReleaseBlocks:
-		n.results.releaseDone(act, ev, now)
-		n.results.shrunk(ev, now)
+		n.releaseDone(act, ev, now)
+		n.shrunk(ev, now)
 	case ipam.AssignBlocks:
-		n.results.grown(ev.Err, now)
-		n.frag.observe(n, act, ev, n.cloud.classify(ev.Err), now)
+		n.grown(ev.Err, now)
+		n.frag.observe(n, act, ev, n.classify(ev.Err), now)
 		for _, b := range ev.Blocks {
 			if err := n.pool.AddBlock(act.ENIID, b); err != nil {
 				n.log.Error("assigned block not taken into the pool", "block", b.String(), "err", err)
 				continue
 			}
-			n.cloud.quarantineRoutedIn(b, now)
+			n.quarantineRoutedIn(b, now)
 		}
 	case ipam.AttachENI:
-		n.results.grown(ev.Err, now)
-		n.frag.observe(n, act, ev, n.cloud.classify(ev.Err), now)
+		n.grown(ev.Err, now)
+		n.frag.observe(n, act, ev, n.classify(ev.Err), now)
 		if ev.Err != nil {
 			// EC2 may have attached it anyway (a timeout, a 5xx after the
 			// fact): read EC2 soon so such an ENI is adopted, and until
@@ -518,12 +502,12 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 			n.jobs.schedule(now.Add(time.Second), Job{Kind: JobSetDeleteOnTermination, ENIID: ev.ENIID, AttachmentID: ev.AttachmentID})
 		}
 	case ipam.DetachENI:
-		n.results.shrunk(ev, now)
+		n.shrunk(ev, now)
 		if ev.Err != nil || ev.Skipped {
 			// Still attached: the next read of EC2 takes it back.
 			n.cloud.resyncSoonFromEC2(now)
 			if len(ev.Routed) > 0 {
-				n.cloud.startHostCheck()
+				n.startHostCheck()
 			}
 			return
 		}
@@ -534,8 +518,7 @@ func (x *results) onAction(ev ActionResult, now time.Time) {
 
 // releaseDone puts back into the pool the blocks a release did not give
 // back to EC2.
-func (x *results) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
-	n := x.n
+func (n *Node) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
 	inDoubt := false
 	for _, b := range act.Blocks {
 		// A failed call may have been done all the same (EC2 answered
@@ -553,21 +536,20 @@ func (x *results) releaseDone(act ipam.Action, ev ActionResult, now time.Time) {
 			n.log.Error("could not return a block to the pool after a declined release", "block", b.String(), "err", err)
 			continue
 		}
-		n.cloud.quarantineRoutedIn(b, now)
+		n.quarantineRoutedIn(b, now)
 	}
 	if inDoubt {
 		n.cloud.resyncSoonFromEC2(now)
 	}
 	if len(ev.Routed) > 0 {
-		n.host.observeRoutes(ev.Routed, now, false)
+		n.observeRoutes(ev.Routed, now, false)
 	}
 }
 
 // grown records the outcome of a growth action: after a refusal, growth
 // waits (the account's API budget is shared), and the refusal explains an
 // empty pool to pods.
-func (x *results) grown(err error, now time.Time) {
-	n := x.n
+func (n *Node) grown(err error, now time.Time) {
 	n.cloud.lastGrowErr = err
 	if err == nil {
 		n.cloud.grow.reset()
@@ -575,7 +557,7 @@ func (x *results) grown(err error, now time.Time) {
 	}
 	// Every failure waits, not only refusals: EC2's own retries are
 	// spent already, and asking again at the next event would loop.
-	c := n.cloud.classify(err)
+	c := n.classify(err)
 	if c.SubnetExhausted {
 		n.pressure.noteExhausted(n.cloud.plan.SubnetID, now)
 	}
@@ -583,13 +565,12 @@ func (x *results) grown(err error, now time.Time) {
 	if !c.SubnetFragmented { // the prefix fallback grows at once and says so
 		n.log.Warn("EC2 did not grow the pool; asking again later", "in", wait.String(), "err", err)
 	}
-	n.planner.growthNotice(c, err)
+	n.growthNotice(c, err)
 }
 
 // shrunk spaces out the next release or detach after one that failed or
 // was declined, and resets the wait after one that went through.
-func (x *results) shrunk(ev ActionResult, now time.Time) {
-	n := x.n
+func (n *Node) shrunk(ev ActionResult, now time.Time) {
 	if ev.Err != nil || ev.Skipped {
 		n.cloud.shrink.refused(now)
 		return
@@ -597,8 +578,7 @@ func (x *results) shrunk(ev ActionResult, now time.Time) {
 	n.cloud.shrink.reset()
 }
 
-func (x *results) onAttach(ev AttachResult, now time.Time) {
-	n := x.n
+func (n *Node) onAttach(ev AttachResult, now time.Time) {
 	j, _ := n.jobs.done(ev.JobID)
 	at, ok := n.cloud.attaching[j.ENIID]
 	if !ok {
@@ -606,7 +586,7 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 	}
 	if ev.Err == nil && !ev.NotYet {
 		n.log.Debug("attachment confirmed in EC2", "eni", j.ENIID, "after", now.Sub(at.since).String(), "followUps", at.followUps)
-		if err := n.cloud.adopt(ev.ENI, now); err != nil {
+		if err := n.adopt(ev.ENI, now); err != nil {
 			n.log.Error("attached ENI not taken into the pool", "eni", j.ENIID, "err", err)
 		}
 		n.burst.attachTook = now.Sub(at.since)
@@ -614,7 +594,7 @@ func (x *results) onAttach(ev AttachResult, now time.Time) {
 		return
 	}
 	if ev.Err != nil {
-		n.cloud.noteEC2(ev.Err)
+		n.noteEC2(ev.Err)
 	}
 	if !ev.IMDSOnly {
 		n.log.Debug("attachment not done yet in EC2", "eni", j.ENIID, "after", now.Sub(at.since).String(), "err", ev.Err)
@@ -671,8 +651,7 @@ func (at *attaching) firstPoll() time.Duration {
 	return firstAttachPoll
 }
 
-func (x *results) onDelete(ev DeleteResult, now time.Time) {
-	n := x.n
+func (n *Node) onDelete(ev DeleteResult, now time.Time) {
 	j, _ := n.jobs.done(ev.JobID)
 	if _, ok := n.cloud.leftovers[j.ENIID]; ok {
 		n.leftoverDeleted(j, ev, now)
@@ -691,8 +670,7 @@ func (x *results) onDelete(ev DeleteResult, now time.Time) {
 	n.jobs.schedule(now.Add(deleteRetry), j)
 }
 
-func (x *custom) onENIConfig(ev ENIConfigUpdate) {
-	n := x.n
+func (n *Node) onENIConfig(ev ENIConfigUpdate) {
 	c := &n.cloud
 	changed := c.eniCfgOK != ev.OK || c.eniCfgMsg != ev.Message
 	c.eniCfgOK, c.eniCfgMsg = ev.OK, ev.Message

@@ -15,7 +15,9 @@ const persistRetry = time.Second
 // (version), what is on disk (written), what is being written (inFlight),
 // and the replies and releases that wait for a version to be on disk.
 type durability struct {
-	n        *Node
+	// out is where replies go once their version is on disk: the Node's
+	// output of the step under way.
+	out      *Ready
 	version  uint64
 	written  uint64
 	inFlight uint64
@@ -48,7 +50,7 @@ func (d *durability) after(r Reply, done func(r *Reply, ok bool)) {
 			done(&r, true)
 		}
 		if r.ID != 0 {
-			d.n.out.Replies = append(d.n.out.Replies, r)
+			d.out.Replies = append(d.out.Replies, r)
 		}
 		return
 	}
@@ -59,14 +61,13 @@ func (d *durability) after(r Reply, done func(r *Reply, ok bool)) {
 // the disk, announces it in Ready.Assigned.
 func (d *durability) assigned(r Reply, done func(r *Reply, ok bool)) {
 	if d.version != d.written {
-		d.n.out.Assigned = append(d.n.out.Assigned, r)
+		d.out.Assigned = append(d.out.Assigned, r)
 	}
 	d.after(r, done)
 }
 
 // persist starts a write when the pool has changed and none is under way.
-func (x *durability) persist(now time.Time) {
-	n := x.n
+func (n *Node) persist(now time.Time) {
 	d := &n.dur
 	if d.inFlight != 0 || d.version == d.written || now.Before(d.retryAt) {
 		return
@@ -75,8 +76,7 @@ func (x *durability) persist(now time.Time) {
 	n.out.Persist = &Persist{Version: d.version, State: n.state(now)}
 }
 
-func (x *durability) onPersisted(ev Persisted, now time.Time) {
-	n := x.n
+func (n *Node) onPersisted(ev Persisted, now time.Time) {
 	d := &n.dur
 	if ev.Version != d.inFlight {
 		panic(fmt.Sprintf("nodestate: Persisted %d while %d is being written", ev.Version, d.inFlight))
@@ -112,8 +112,7 @@ func (x *durability) onPersisted(ev Persisted, now time.Time) {
 
 // replying says whether a reply about key waits for the disk: an Add
 // being answered must not see its address taken back meanwhile.
-func (x *durability) replying(key ipam.Key) bool {
-	n := x.n
+func (n *Node) replying(key ipam.Key) bool {
 	for _, p := range n.dur.pending {
 		if p.reply.ID != 0 && p.reply.Assignment.Key == key {
 			return true

@@ -41,7 +41,7 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	st := n.pool.Stats(now)
 	e := &NoAddressError{Pod: pod, Stats: st}
 	sf, growErr := n.cloud.lastShortfall, n.cloud.lastGrowErr
-	c := n.cloud.classify(growErr)
+	c := n.classify(growErr)
 	subnet, itype := n.cloud.plan.SubnetID, n.cfg.InstanceType
 	switch {
 	case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK:
@@ -112,8 +112,7 @@ func IsNoAddress(err error) bool {
 }
 
 // growthNotice tells the Node why the pool could not grow.
-func (x *planner) growthNotice(c ErrorClass, err error) {
-	n := x.n
+func (n *Node) growthNotice(c ErrorClass, err error) {
 	subnet, itype := n.cloud.plan.SubnetID, n.cfg.InstanceType
 	switch {
 	case c.SubnetFragmented:
@@ -127,8 +126,7 @@ func (x *planner) growthNotice(c ErrorClass, err error) {
 
 // shortfallNotice tells the Node that pods wait and the instance has no
 // room for another ENI.
-func (x *planner) shortfallNotice(short ipam.Shortfall) {
-	n := x.n
+func (n *Node) shortfallNotice(short ipam.Shortfall) {
 	switch short.Limit {
 	case ipam.InstanceENILimit:
 		n.notice("ENILimitReached", fmt.Sprintf("pods wait for addresses, and all %d ENIs a %s allows are attached and full; use a larger instance type or enable prefix delegation", short.Max, n.cfg.InstanceType))

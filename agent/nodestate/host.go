@@ -19,7 +19,6 @@ const quietAfterDel = time.Minute
 // hostView is what the host last said about live pods: the first truth
 // about them.
 type hostView struct {
-	n *Node
 	// ok says the last read of the pod routes succeeded; hold says why
 	// nothing may be released now, or "".
 	ok   bool
@@ -56,8 +55,7 @@ func (h *hostView) init() {
 	h.restartCooling = make(map[netip.Addr]bool)
 }
 
-func (x *hostView) onHost(ev HostResult, now time.Time) {
-	n := x.n
+func (n *Node) onHost(ev HostResult, now time.Time) {
 	n.jobs.done(ev.JobID)
 	if ev.Err != nil {
 		n.host.ok = false
@@ -65,15 +63,14 @@ func (x *hostView) onHost(ev HostResult, now time.Time) {
 		n.log.Error("host check failed; nothing will be released until it succeeds", "err", ev.Err)
 		return
 	}
-	n.host.observeRoutes(ev.Routed, now, false)
-	n.host.reclaim(now)
+	n.observeRoutes(ev.Routed, now, false)
+	n.reclaim(now)
 }
 
 // observeRoutes quarantines every routed address the pool does not hold
 // for a pod, cooling or not, and lifts the quarantine of addresses no
 // longer routed.
-func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
-	n := x.n
+func (n *Node) observeRoutes(routed []Route, now time.Time, boot bool) {
 	h := &n.host
 	h.ok = true
 	h.routed = make(map[netip.Addr]bool, len(routed))
@@ -81,8 +78,8 @@ func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
 		h.routed[rt.Addr] = true
 	}
 	for _, rt := range routed {
-		n.host.checkOwner(rt, now)
-		n.host.quarantineIfFree(rt.Addr, now, boot)
+		n.checkOwner(rt, now)
+		n.quarantineIfFree(rt.Addr, now, boot)
 	}
 	// In address order: a seed of the simulation replays its trace, and
 	// the pool's cooldowns, line for line.
@@ -111,8 +108,7 @@ func (x *hostView) observeRoutes(routed []Route, now time.Time, boot bool) {
 // older checkpoint was restored, and the address has since gone to a new
 // pod). The record is kept aside as stale and reported, never released,
 // and the address is quarantined for the pod the host shows.
-func (x *hostView) checkOwner(rt Route, now time.Time) {
-	n := x.n
+func (n *Node) checkOwner(rt Route, now time.Time) {
 	if rt.Link == "" || n.cfg.HostVeth == nil {
 		return
 	}
@@ -133,8 +129,7 @@ func (x *hostView) checkOwner(rt Route, now time.Time) {
 
 // quarantineIfFree holds ip for the host if the pool has it free or
 // cooling: a pod uses it, whatever the checkpoint says.
-func (x *hostView) quarantineIfFree(ip netip.Addr, now time.Time, boot bool) {
-	n := x.n
+func (n *Node) quarantineIfFree(ip netip.Addr, now time.Time, boot bool) {
 	h := &n.host
 	if h.quarantined[ip] {
 		return
@@ -160,8 +155,7 @@ func (x *hostView) quarantineIfFree(ip netip.Addr, now time.Time, boot bool) {
 // reclaim releases assignments whose pod has been gone from the host for
 // ReclaimAfter: the runtime deleted the pod while the agent was down or
 // its DEL never arrived, and CNI GC may never come.
-func (x *hostView) reclaim(now time.Time) {
-	n := x.n
+func (n *Node) reclaim(now time.Time) {
 	h := &n.host
 	h.nextReclaim = time.Time{}
 	if n.cfg.ReclaimAfter <= 0 || !h.ok {
@@ -179,7 +173,7 @@ func (x *hostView) reclaim(now time.Time) {
 			continue
 		}
 		answered, ok := h.answered[as.Key]
-		if !ok || n.dur.replying(as.Key) {
+		if !ok || n.replying(as.Key) {
 			continue // its Add is still in flight
 		}
 		since, seen := h.unrouted[as.Key]

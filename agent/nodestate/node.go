@@ -40,21 +40,19 @@ type Node struct {
 	// kept on disk, never released automatically, and reported.
 	stale []checkpoint.Entry
 
-	// The machine's parts, each owning its own methods over the shared
-	// state above: durability (writes and the replies that wait for
-	// them), requests (Add, Del, GC, waiters, demand), host (routes,
-	// quarantine, reclaim), cloud (EC2 reads, adoption,
-	// DeleteOnTermination), planner (what to ask of EC2), results (what
-	// EC2 did), custom (custom networking).
-	dur     durability
-	reqs    requests
-	host    hostView
-	jobs    jobTable
-	cloud   cloudView
-	planner planner
-	results results
-	custom  custom
-	burst   burst
+	// The machine's parts, each with state and rules of its own:
+	// durability (checkpoint versions and the replies that wait for
+	// them), requests (waiting Adds, remembered demand), host (routes,
+	// quarantine), cloud (what EC2 said beyond the pool). What an event
+	// does across them (an Add, a resync, an attach's result, a plan) is
+	// the Node's: the files name the subject (requests.go, cloud.go,
+	// host.go, plan.go, durable.go), not a type of its own.
+	dur   durability
+	reqs  requests
+	host  hostView
+	jobs  jobTable
+	cloud cloudView
+	burst burst
 	// unmanaged are the interfaces attached that are not vpcnet's.
 	unmanaged unmanaged
 	// frag is the prefix fallback on a fragmented subnet.
@@ -91,8 +89,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 		meta: make(map[string]eniMeta),
 		last: now,
 	}
-	n.dur.n, n.host.n, n.cloud.n = n, n, n
-	n.planner.n, n.results.n, n.custom.n = n, n, n
+	n.dur.out = &n.out
 	n.reqs.init()
 	n.host.init()
 	n.jobs.init()
@@ -115,7 +112,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 		n.ckAddrs[e.Addr] = true
 	}
 	for _, e := range boot.ENIs {
-		if err := n.cloud.adopt(e, now); err != nil {
+		if err := n.adopt(e, now); err != nil {
 			return nil, err
 		}
 	}
@@ -135,9 +132,9 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 				"key", e.Key.String(), "pod", e.Pod.String(), "addr", e.Addr.String(), "err", err)
 		}
 	}
-	n.host.observeRoutes(boot.Routed, now, true)
+	n.observeRoutes(boot.Routed, now, true)
 	if !boot.CheckpointMissing {
-		n.host.coolAfterRestart(boot.Checkpoint, now)
+		n.coolAfterRestart(boot.Checkpoint, now)
 	}
 	if boot.CheckpointMissing && len(n.host.quarantined) > 0 {
 		n.log.Warn("checkpoint missing while the host routes live pods: not a new node; nothing is released until every such route is gone",
@@ -152,10 +149,10 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 	// at the first periodic host check: an agent restarted every few
 	// seconds may never reach one. After the version is set: a release
 	// waits for the write of the version it makes.
-	n.host.reclaim(now)
-	n.planner.plan(now)
+	n.reclaim(now)
+	n.plan(now)
 	markUrgent(n, now)
-	n.dur.persist(now)
+	n.persist(now)
 	return n, nil
 }
 
@@ -163,8 +160,7 @@ func New(cfg Config, boot Boot, now time.Time) (*Node, error) {
 // before the restart, each until its own cooldown ends, or every free
 // address when the checkpoint does not say when any was released. The
 // set is remembered so the planner still counts them as available.
-func (x *hostView) coolAfterRestart(ck checkpoint.State, now time.Time) {
-	n := x.n
+func (n *Node) coolAfterRestart(ck checkpoint.State, now time.Time) {
 	cool := func(ip netip.Addr, at time.Time) {
 		if err := n.pool.RestoreCooldown(ip, at); err == nil && n.pool.IsCooling(ip) {
 			n.host.restartCooling[ip] = true
@@ -216,9 +212,9 @@ func (n *Node) Step(now time.Time, ev Event) {
 	case ResyncNow:
 		n.cloud.nextResync, n.cloud.wantEC2 = now, true
 	case Persisted:
-		n.dur.onPersisted(ev, now)
+		n.onPersisted(ev, now)
 	case ENIConfigUpdate:
-		n.custom.onENIConfig(ev)
+		n.onENIConfig(ev)
 	case MaxPodsUpdate:
 		if ev.MaxPods > 0 {
 			n.cloud.plan.MaxPods = ev.MaxPods
@@ -232,17 +228,17 @@ func (n *Node) Step(now time.Time, ev Event) {
 		}
 		n.cloud.cordonHold = ev.Hold
 	case ResyncResult:
-		n.cloud.onResync(ev, now)
+		n.onResync(ev, now)
 	case HostResult:
-		n.host.onHost(ev, now)
+		n.onHost(ev, now)
 	case ActionResult:
-		n.results.onAction(ev, now)
+		n.onAction(ev, now)
 	case AttachResult:
-		n.results.onAttach(ev, now)
+		n.onAttach(ev, now)
 	case DOTResult:
-		n.cloud.onDOT(ev, now)
+		n.onDOT(ev, now)
 	case DeleteResult:
-		n.results.onDelete(ev, now)
+		n.onDelete(ev, now)
 	case SubnetPressure:
 		n.pressure.set(ev)
 	case BudgetFailover:
@@ -261,10 +257,10 @@ func (n *Node) afterStep(now time.Time) {
 	n.reqs.expireDemand(now)
 	n.serveWaiters(now)
 	n.expireWaiters(now)
-	n.cloud.periodic(now)
-	n.planner.plan(now)
+	n.periodic(now)
+	n.plan(now)
 	markUrgent(n, now)
-	n.dur.persist(now)
+	n.persist(now)
 }
 
 // Ready returns what the machine wants done and forgets it: the caller
@@ -355,14 +351,6 @@ func (n *Node) job(j Job) Job {
 	n.out.Jobs = append(n.out.Jobs, j)
 	return j
 }
-
-// planner decides what to ask of EC2; results takes in what EC2 did;
-// custom is custom networking's part. They hold no state of their own.
-type (
-	planner struct{ n *Node }
-	results struct{ n *Node }
-	custom  struct{ n *Node }
-)
 
 // hashID is FNV-1a of an instance id: each node's backoff jitter seed.
 func hashID(id string) uint64 {

@@ -67,7 +67,7 @@ func (b *growBackoff) reset() { b.delay, b.until = 0, time.Time{} }
 func planSnapshot(n *Node, now time.Time) ipam.Snapshot {
 	snap := n.pool.Snapshot(now)
 	snap.Waiting = n.reqs.demandCount()
-	n.planner.countRestartCoolingAsFree(&snap)
+	n.countRestartCoolingAsFree(&snap)
 	return snap
 }
 
@@ -90,28 +90,27 @@ func isShrink(act ipam.Action) bool {
 // counted as demand and attachments under way counted as capacity, and
 // the shortfall it found.
 func (n *Node) Plan(now time.Time) ([]ipam.Action, ipam.Shortfall) {
-	return n.planner.planWith(now, true)
+	return n.planWith(now, true)
 }
 
 // planWith plans with or without the attachments under way counted as
 // capacity: without, it says what the pool still lacks until they land.
-func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
-	n := x.n
+func (n *Node) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Shortfall) {
 	snap := planSnapshot(n, now)
 	if n.cfg.IPv6 {
 		return ipam.PlanIPv6(snap), ipam.Shortfall{}
 	}
 	if pending {
-		snap.ENIs = append(snap.ENIs, n.planner.pendingENIs(now)...)
+		snap.ENIs = append(snap.ENIs, n.pendingENIs(now)...)
 	}
 	cfg := n.frag.planConfig(n.cloud.plan, now)
-	if n.planner.shrinkHeld(now) {
+	if n.shrinkHeld(now) {
 		// Blocks of the kind not in use cannot be released now (filter
 		// drops it), so they keep their slots: growth planned into those
 		// slots would be refused by EC2 for as long as the hold lasts.
 		cfg.KeepForeignBlocks = true
 	}
-	lim := n.planner.limits()
+	lim := n.limits()
 	if n.pressure.on(n) {
 		// The subnet is nearly full: hold what waiting pods need and
 		// give the rest back for other nodes' pods, whole ENIs and the
@@ -121,7 +120,7 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 		c.ReleaseFree = true
 		return ipam.Plan(snap, c, lim, now)
 	}
-	if n.planner.demandOnly(now) {
+	if n.demandOnly(now) {
 		acts, short := ipam.Plan(snap, withoutWarm(cfg), lim, now)
 		return slices.DeleteFunc(acts, isShrink), short
 	}
@@ -143,8 +142,8 @@ func (x *planner) planWith(now time.Time, pending bool) ([]ipam.Action, ipam.Sho
 // demandOnly says the pool grows only for waiting pods now (see
 // demandOnlyAfterThrottle); a burst's expected Adds do not count then
 // either.
-func (x *planner) demandOnly(now time.Time) bool {
-	t := x.n.cloud.throttledAt
+func (n *Node) demandOnly(now time.Time) bool {
+	t := n.cloud.throttledAt
 	return !t.IsZero() && now.Sub(t) < demandOnlyAfterThrottle
 }
 
@@ -155,8 +154,7 @@ func (x *planner) demandOnly(now time.Time) bool {
 // more Adds wait than addresses are free they count as cooling, as any
 // other cooling address does, and the pool grows for those pods instead
 // of failing them until the cooldown ends (issue 24).
-func (x *planner) countRestartCoolingAsFree(snap *ipam.Snapshot) {
-	n := x.n
+func (n *Node) countRestartCoolingAsFree(snap *ipam.Snapshot) {
 	rc := n.host.restartCooling
 	if len(rc) == 0 {
 		return
@@ -194,8 +192,7 @@ func (x *planner) countRestartCoolingAsFree(snap *ipam.Snapshot) {
 // pendingENIs stands each attachment under way in for the ENI it will
 // add: its device index and blocks, all free. The block prefixes are
 // placeholders in 0.0.0.0/8, which no VPC uses.
-func (x *planner) pendingENIs(now time.Time) []ipam.ENIState {
-	n := x.n
+func (n *Node) pendingENIs(now time.Time) []ipam.ENIState {
 	var out []ipam.ENIState
 	add := func(dev int, act ipam.Action) {
 		e := ipam.ENIState{ENI: ipam.ENI{
@@ -230,9 +227,8 @@ func (x *planner) pendingENIs(now time.Time) []ipam.ENIState {
 // than attachments are still under way: then the next event plans again
 // from what actually happened. While ENIs attach, only further attaches
 // are started, so a burst gets every ENI it needs at once.
-func (x *planner) plan(now time.Time) {
-	n := x.n
-	n.custom.dropFreePrimaryBlocks(now)
+func (n *Node) plan(now time.Time) {
+	n.dropFreePrimaryBlocks(now)
 	if n.jobs.running(func(j Job) bool { return j.Kind == JobAction && j.Action.Kind != ipam.AttachENI }) {
 		return
 	}
@@ -241,18 +237,17 @@ func (x *planner) plan(now time.Time) {
 	n.cloud.lastShortfall = short
 	n.cloud.lastPlan = now
 	if short.Short() && n.reqs.waiting() > 0 {
-		n.planner.shortfallNotice(short)
+		n.shortfallNotice(short)
 	}
-	actions = n.planner.holdDetach(actions, now)
-	for _, act := range n.planner.filter(actions, now, attachesUnderWay > 0) {
-		n.planner.start(act, now, &attachesUnderWay)
+	actions = n.holdDetach(actions, now)
+	for _, act := range n.filter(actions, now, attachesUnderWay > 0) {
+		n.start(act, now, &attachesUnderWay)
 	}
 }
 
 // holdDetach drops the plan's detaches until plans have wanted one for
 // Config.DetachHold without a break (see there).
-func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action {
-	n := x.n
+func (n *Node) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action {
 	isDetach := func(a ipam.Action) bool { return a.Kind == ipam.DetachENI }
 	if !slices.ContainsFunc(actions, isDetach) || n.pressure.on(n) {
 		n.cloud.detachWanted = time.Time{}
@@ -273,9 +268,8 @@ func (x *planner) holdDetach(actions []ipam.Action, now time.Time) []ipam.Action
 // backed off, anything but attaches while attaches are under way, and
 // shrinking while the host's pods are unknown or quarantined addresses
 // exist.
-func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
-	n := x.n
-	hold := x.shrinkHeld(now)
+func (n *Node) filter(actions []ipam.Action, now time.Time, attaching bool) []ipam.Action {
+	hold := n.shrinkHeld(now)
 	return slices.DeleteFunc(actions, func(act ipam.Action) bool {
 		switch {
 		case n.cloud.plan.CustomNetworking && !n.cloud.eniCfgOK && (act.Kind == ipam.AttachENI || act.Kind == ipam.DetachENI):
@@ -296,15 +290,14 @@ func (x *planner) filter(actions []ipam.Action, now time.Time, attaching bool) [
 // shrinkHeld says nothing may leave the pool now: the host's pods are
 // unknown, quarantined addresses exist, or shrinking waits (a cooldown
 // after a boot, a backoff after EC2 refused a release).
-func (x *planner) shrinkHeld(now time.Time) bool {
-	return !x.n.host.ok || len(x.n.host.quarantined) > 0 || x.n.cloud.shrink.blocked(now)
+func (n *Node) shrinkHeld(now time.Time) bool {
+	return !n.host.ok || len(n.host.quarantined) > 0 || n.cloud.shrink.blocked(now)
 }
 
 // start hands one action out. Blocks and ENIs leave the pool before EC2
 // is asked to release them, so no pod can be given an address on its way
 // out; what the release does not give back returns with its result.
-func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
-	n := x.n
+func (n *Node) start(act ipam.Action, now time.Time, attaches *int) {
 	switch act.Kind {
 	case ipam.ReleaseBlocks:
 		var removed []netip.Prefix
@@ -340,11 +333,11 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 			if *attaches >= maxInFlightAttaches {
 				return
 			}
-			limit := n.planner.limits().MaxENIs
+			limit := n.limits().MaxENIs
 			if m := n.cloud.plan.MaxENI; m > 0 {
 				limit = min(limit, m)
 			}
-			if dev, free := n.planner.freeDevice(); free && len(n.pool.ENIs())+*attaches < limit {
+			if dev, free := n.freeDevice(); free && len(n.pool.ENIs())+*attaches < limit {
 				*attaches++
 				n.log.Info("EC2 change", "action", alt.String(), "device", dev, "reason", alt.Reason)
 				n.job(Job{Kind: JobAction, Action: alt, Device: dev})
@@ -357,7 +350,7 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 		if *attaches >= maxInFlightAttaches {
 			return
 		}
-		dev, ok := n.planner.freeDevice()
+		dev, ok := n.freeDevice()
 		if !ok {
 			n.cloud.lastGrowErr = fmt.Errorf("attach ENI: no free device index below %d", n.cfg.Limits.MaxENIs)
 			return
@@ -370,8 +363,7 @@ func (x *planner) start(act ipam.Action, now time.Time, attaches *int) {
 
 // freeDevice is the lowest device index no ENI uses, EC2 reported taken,
 // or an attachment under way claims.
-func (x *planner) freeDevice() (int, bool) {
-	n := x.n
+func (n *Node) freeDevice() (int, bool) {
 	used := make(map[int]bool)
 	for d := range n.cloud.devices {
 		used[d] = true
@@ -402,14 +394,13 @@ func (x *planner) freeDevice() (int, bool) {
 // the blocks no pod holds any more on ENIs pods must not use (the primary,
 // and ENIs outside the ENIConfig's subnet), so no new pod is given one.
 // They stay assigned in EC2; an ENI left empty is the planner's to detach.
-func (x *custom) dropFreePrimaryBlocks(now time.Time) {
-	n := x.n
+func (n *Node) dropFreePrimaryBlocks(now time.Time) {
 	if !n.cfg.CustomNetwork {
 		return
 	}
 	for _, es := range n.pool.Stats(now).ENIs {
 		e, _ := n.pool.ENI(es.ID)
-		if !x.offSubnet(es.DeviceIndex, e.SubnetID) {
+		if !n.offSubnet(es.DeviceIndex, e.SubnetID) {
 			continue
 		}
 		for _, b := range es.Blocks {

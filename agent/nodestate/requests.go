@@ -324,7 +324,7 @@ func (n *Node) release(key ipam.Key, why string, reply func(as ipam.Assignment, 
 func (n *Node) onGC(ev GCRequest, now time.Time) {
 	var gone []ipam.Assignment
 	for _, as := range n.pool.Assignments() {
-		if as.Key.Network != ev.Network || ev.Valid[as.Key] || IsQuarantine(as.Key) || n.dur.releasing[as.Key] || n.dur.replying(as.Key) || now.Sub(as.AssignedAt) < n.cfg.Cooldown {
+		if as.Key.Network != ev.Network || ev.Valid[as.Key] || IsQuarantine(as.Key) || n.dur.releasing[as.Key] || n.replying(as.Key) || now.Sub(as.AssignedAt) < n.cfg.Cooldown {
 			continue
 		}
 		gone = append(gone, as)

@@ -50,8 +50,7 @@ func (x *unmanaged) slotsTaken() int {
 // limits are the instance's limits as the planner must see them: card
 // 0's ENI limit less the slots interfaces vpcnet does not own hold. The
 // primary ENI always counts, so the limit never drops below 1.
-func (x *planner) limits() ipam.Limits {
-	n := x.n
+func (n *Node) limits() ipam.Limits {
 	l := n.cfg.Limits
 	l.MaxENIs = max(1, l.MaxENIs-n.unmanaged.slotsTaken())
 	return l

@@ -59,7 +59,7 @@ func demandAttaches(n *Node, now time.Time) int {
 		return 0 // no ENI is attached for IPv6 pods
 	}
 	cfg := withoutWarm(n.frag.planConfig(n.cloud.plan, now))
-	acts, _ := ipam.Plan(planSnapshot(n, now), cfg, n.planner.limits(), now)
+	acts, _ := ipam.Plan(planSnapshot(n, now), cfg, n.limits(), now)
 	k := 0
 	for _, a := range acts {
 		if a.Kind == ipam.AttachENI {

@@ -88,7 +88,7 @@ func TestEC2IsAskedInAJobOfItsOwnOnceIMDSShowsAChange(t *testing.T) {
 
 	// A resync that finds IMDS changed hands the EC2 read on likewise.
 	n.cloud.imdsDigest, n.cloud.ec2ReadAt = "d1", now
-	n.cloud.startResync()
+	n.startResync()
 	jobs, _ = drain(t, n, now)
 	rs, ok := find(jobs, func(j Job) bool { return j.Kind == JobResync })
 	if !ok || rs.IMDSDigest != "d1" || len(rs.Calls()) != 0 {

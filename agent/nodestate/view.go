@@ -70,8 +70,7 @@ type View struct {
 }
 
 // growing says an assign or attach is under way.
-func (x *planner) growing() bool {
-	n := x.n
+func (n *Node) growing() bool {
 	return len(n.cloud.attaching) > 0 || n.jobs.running(func(j Job) bool { return j.Kind == JobAction && isGrowth(j.Action) })
 }
 
@@ -85,7 +84,7 @@ func (n *Node) View(now time.Time) View {
 	v.CheckpointVersion, v.Written = n.dur.version, n.dur.written
 	v.ENIConfigMessage = n.cloud.eniCfgMsg
 	v.Unmanaged = slices.Clone(n.unmanaged.enis)
-	v.MaxENIs = n.planner.limits().MaxENIs
+	v.MaxENIs = n.limits().MaxENIs
 	for _, e := range n.pool.ENIs() {
 		m := n.meta[e.ID]
 		v.ENIs[e.ID] = ENIView{ENI: e, MAC: m.MAC, DeleteOnTermination: m.DOT}
@@ -100,7 +99,7 @@ func (n *Node) View(now time.Time) View {
 	// What the pool lacks, held back or under way: /v1/status shows it
 	// with GrowthHeldUntil and ReleaseHold beside it, and is empty only
 	// at target.
-	v.Planned, _ = n.planner.planWith(now, false)
+	v.Planned, _ = n.planWith(now, false)
 	return v
 }
 
@@ -129,7 +128,7 @@ func (n *Node) Summary(now time.Time) View {
 		Reclaimed:     n.host.reclaimed,
 		Attaching:     len(n.cloud.attaching),
 		InFlight:      len(n.jobs.inFlight),
-		Growing:       n.planner.growing(),
+		Growing:       n.growing(),
 		Quarantined:   quarantinedAddrs(n.host.quarantined),
 		Stale:         slices.Clone(n.stale),
 		ENIConfigOK:   n.cloud.eniCfgOK,
@@ -167,5 +166,5 @@ func (n *Node) Idle() bool {
 	// again when its wait ends and then gives back the single addresses
 	// it grew by (a restart forgets the fallback and asks at once).
 	return len(n.jobs.inFlight) == 0 && len(n.jobs.later) == 0 && len(n.cloud.attaching) == 0 && n.dur.inFlight == 0 && n.dur.version == n.dur.written &&
-		!n.planner.demandOnly(n.last) && !n.frag.active
+		!n.demandOnly(n.last) && !n.frag.active
 }
