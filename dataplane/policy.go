@@ -163,6 +163,15 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops
 		return err
 	}
 	written, err := d.writePolicy(nft, next)
+	if d.peerRenders.family() == policyIPv6 {
+		// The pods' IPv4 egress through their egress veths, judged by
+		// the same verdicts in table ip (policyv4egress.go); written
+		// also when the ip6 write failed, so neither waits on the other.
+		spec, digest := egressV4PolicySpec(rs, logDrops)
+		w4, err4 := d.writeEgressV4Policy(nft, spec, digest)
+		written = written || w4
+		err = errors.Join(err, err4)
+	}
 	if err != nil {
 		// The kept connection may hold what the failed write queued, or
 		// a broken socket: the next call starts from a fresh one.
@@ -303,6 +312,22 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 	if err != nil {
 		return nil, err
 	}
+	if f == policyIPv6 {
+		// The IPv4 egress drops of the same pods (table ip of an IPv6
+		// node), counted with their IPv6 egress drops: the counters
+		// bear the same chain names.
+		v4, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+		if err != nil {
+			return nil, err
+		}
+		if v4 != nil {
+			more, err := nft.objects(v4)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, more...)
+		}
+	}
 	for _, o := range objs {
 		c, ok := o.(*nftables.CounterObj)
 		if !ok {
@@ -315,9 +340,9 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 		for _, addr := range addrs[chain] {
 			v := out[addr]
 			if in {
-				v.Ingress = c.Packets
+				v.Ingress += c.Packets
 			} else {
-				v.Egress = c.Packets
+				v.Egress += c.Packets
 			}
 			out[addr] = v
 		}

@@ -1,0 +1,215 @@
+package dataplane
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/vpcnet/vpcnet/verdicts"
+)
+
+// NetworkPolicy of an IPv6 node's pods' IPv4 egress (ENABLE_V4_EGRESS):
+// each pod reaches IPv4 destinations through a second veth from a
+// node-local 169.254.172.0/22 address, SNATed to the node's address
+// (egress4.go), which table ip6 vpcnet-policy never sees. Table ip
+// vpcnet-policy of an IPv6 node judges that traffic by the pod's egress
+// verdicts, before the SNAT (hook forward, and hook input for the node's
+// own IPv4 addresses):
+//
+//	map egress-v4: host veth name : jump to the pod's chain
+//	set peers-<hash>, counter drop-out-P, chain out-P: as in table ip6,
+//	    with the IPv4 prefixes of the pod's egress Allows
+//	chain forward, chain input:
+//	    ct direction reply accept     (replies of allowed connections)
+//	    ct state related accept       (their ICMP errors)
+//	    iifname vmap @egress-v4
+//
+// The map is keyed by the host veth's name, not the pod's IPv4 address:
+// the name follows from the attachment (EgressV4VethName), so the agent
+// writes the entry during vpcnet's part of the ADD, before the egress
+// plugin has made the veth or host-local has chosen the address, and the
+// pod's first IPv4 packet meets its verdicts. A veth no entry names (a
+// pod not egress-isolated) is open, as in table ip6.
+//
+// Peers: only ipBlock prefixes of IPv4 can match here. Pod and namespace
+// selectors name pods, and an IPv6 node's pods have IPv6 addresses only
+// (their 169.254.172.x address is node-local and SNATed away), so a
+// selector peer allows no IPv4 destination; the compiler's prefixes of
+// the other family are left out of the sets, as table ip6 leaves out
+// IPv4 ones. An Allow with no peers (any peer) allows every IPv4
+// destination on its ports.
+//
+// Every original-direction packet is judged, so a changed policy cuts an
+// established IPv4 connection it no longer allows and keeps one it still
+// allows. The table is rewritten whole, in place and in one transaction,
+// when it changes (its counters kept); it holds one chain per
+// egress-isolated pod of the node, so a rewrite stays small.
+const policyMapEgressV4 = "egress-v4"
+
+// egressV4PolicyState is what a Dataplane last wrote to, or found in,
+// table ip vpcnet-policy of an IPv6 node.
+type egressV4PolicyState struct {
+	known  bool // false: nothing known, the table is read and compared
+	absent bool // the table was removed or never needed
+	digest [32]byte
+	use    uint32
+}
+
+// egressV4PolicySpec renders the IPv4 egress part of rs: nil when no
+// egress-isolated pod has an egress veth. digest names what the spec
+// says (chains, their veths, logDrops), so an unchanged one is not
+// written again.
+func egressV4PolicySpec(rs verdicts.Ruleset, logDrops bool) (spec *tableSpec, digest [32]byte) {
+	type podEntry struct {
+		pod   verdicts.PodRef
+		iso   *verdicts.Isolation
+		veths []string
+	}
+	chains := map[string]*podEntry{}
+	for _, r := range rs.Pods {
+		if r.Egress == nil || r.EgressV4Veth == "" {
+			continue
+		}
+		name := podChainName(r.Pod, false)
+		if e, ok := chains[name]; ok {
+			// Another sandbox of the same pod: one chain, the verdicts
+			// of its first entry, as in the pod address maps.
+			e.veths = append(e.veths, r.EgressV4Veth)
+			continue
+		}
+		chains[name] = &podEntry{pod: r.Pod, iso: r.Egress, veths: []string{r.EgressV4Veth}}
+	}
+	if len(chains) == 0 {
+		return nil, digest
+	}
+	spec = &tableSpec{}
+	sets := map[string]peerRanges{}
+	var elems []nftables.SetElement
+	h := sha256.New()
+	fmt.Fprintf(h, "logDrops=%t\n", logDrops)
+	for _, name := range slices.Sorted(maps.Keys(chains)) {
+		e := chains[name]
+		sig := newChainSig(e.pod, logDrops)
+		var allows []setAllow
+		for i := range e.iso.Allows {
+			a := &e.iso.Allows[i]
+			if !a.AnyPeer && len(a.Peers) == 0 {
+				continue // allows nothing
+			}
+			set := "*"
+			if !a.AnyPeer {
+				r := renderPeers(policyIPv4, a.Peers)
+				if r.name == "" {
+					continue // IPv6 peers (pods, IPv6 blocks) only: no IPv4 destination
+				}
+				set = r.name
+				sets[set] = r.ranges
+			}
+			sig.allow(a, set)
+			allows = append(allows, setAllow{a, set})
+		}
+		counter := dropCounter(name)
+		spec.chains = append(spec.chains, chainSpec{name: name, rules: chainRules(policyIPv4, e.pod, false, logDrops, counter, allows)})
+		spec.counters = append(spec.counters, counter)
+		slices.Sort(e.veths)
+		e.veths = slices.Compact(e.veths)
+		d := sig.sum()
+		fmt.Fprintf(h, "%s %x", name, d)
+		for _, v := range e.veths {
+			fmt.Fprintf(h, " %s", v)
+			elems = append(elems, nftables.SetElement{Key: ifnameKey(v), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name}})
+		}
+		fmt.Fprintln(h)
+	}
+	spec.chains = append(spec.chains, egressV4BaseChain("forward", nftables.ChainHookForward),
+		egressV4BaseChain("input", nftables.ChainHookInput))
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		spec.sets = append(spec.sets, setSpec{name: name, key: nftables.TypeIPAddr, interval: true, elems: setElements(policyIPv4, sets[name])})
+		fmt.Fprintf(h, "set %s\n", name)
+	}
+	spec.sets = append(spec.sets, setSpec{name: policyMapEgressV4, key: nftables.TypeIFName, isMap: true, elems: elems})
+	copy(digest[:], h.Sum(nil))
+	return spec, digest
+}
+
+// ifnameKey is an interface name as the kernel's ifname type holds it,
+// padded to IFNAMSIZ.
+func ifnameKey(name string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return b
+}
+
+// egressV4BaseChain is a hooked chain of the table: replies and their
+// ICMP errors pass, then the input veth's verdict. The input hook judges
+// the pod's IPv4 egress to the node's own addresses, as table ip6's
+// input chain judges its IPv6 egress to them.
+func egressV4BaseChain(name string, hook *nftables.ChainHook) chainSpec {
+	return chainSpec{name: name, hook: hook, priority: *nftables.ChainPriorityFilter, typ: nftables.ChainTypeFilter,
+		rules: []ruleSpec{
+			{comment: "replies of allowed connections", exprs: concat(ctDirectionReply(), accept())},
+			{comment: "ICMP errors of allowed connections", exprs: concat(ctStateHas(expr.CtStateBitRELATED), accept())},
+			{comment: "a pod's IPv4 egress, by its egress veth", exprs: concat(
+				[]expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, vmapLookup(policyMapEgressV4))},
+		}}
+}
+
+// writeEgressV4Policy makes table ip vpcnet-policy of an IPv6 node spec
+// (nil: no table), under policyMu. written says whether a transaction was
+// committed. Known state and an unchanged digest write nothing; a
+// restarted agent reads the table and writes nothing when it holds spec;
+// otherwise the table is rewritten in place, in one transaction, so that
+// the pods' verdicts never lapse.
+func (d *Dataplane) writeEgressV4Policy(nft *nftConn, spec *tableSpec, digest [32]byte) (written bool, err error) {
+	last := d.policyV4
+	if spec == nil && last.known && last.absent {
+		return false, nil
+	}
+	d.policyV4 = egressV4PolicyState{} // until this write is known to have landed
+	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+	if err != nil {
+		return false, err
+	}
+	if spec == nil {
+		if t != nil {
+			nft.delTable(t)
+			if err := nft.commit(); err != nil {
+				return false, fmt.Errorf("delete nftables table ip %s of IPv4 egress: %w", PolicyTable, err)
+			}
+			written = true
+		}
+		d.policyV4 = egressV4PolicyState{known: true, absent: true}
+		return written, nil
+	}
+	done := egressV4PolicyState{known: true, digest: digest, use: spec.use()}
+	if t != nil && last.known && !last.absent && last.digest == digest && tableUse(t) == last.use {
+		d.policyV4 = done
+		return false, nil
+	}
+	var have *tableState
+	if t != nil {
+		compare := !last.known
+		st, err := readTableState(nft, t, compare)
+		if err != nil {
+			return false, err
+		}
+		if compare && st.matches(*spec) {
+			d.policyV4 = done
+			return false, nil
+		}
+		have = &st
+	}
+	if err := queueTableSpec(nft, nftables.TableFamilyIPv4, PolicyTable, t, have, *spec); err != nil {
+		return false, err
+	}
+	if err := nft.commit(); err != nil {
+		return false, fmt.Errorf("write nftables table ip %s of IPv4 egress: %w", PolicyTable, err)
+	}
+	d.policyV4 = done
+	return true, nil
+}
