@@ -49,11 +49,11 @@ type Dataplane struct {
 	// while SetupENI waits).
 	notFound func()
 
-	policyMu   sync.Mutex // one writer of the policy table at a time; guards policy and policyConn
-	policy     policyState
+	policyMu sync.Mutex // one writer of the policy table at a time; guards policy and policyConn
+	policy   policyState
 	// policyV4 is table ip vpcnet-policy of an IPv6 node (its pods'
 	// IPv4 egress, policyv4egress.go); guarded by policyMu.
-	policyV4 egressV4PolicyState
+	policyV4   egressV4PolicyState
 	policyConn *nftConn // kept between policy writes
 	// peerRenders keeps rendered peer sets between policy writes.
 	peerRenders peerRenders
