@@ -78,10 +78,11 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 	}
 	cfg, err := config.LoadEnviron(r.Settings)
 	if err == nil && cfg.IPv6 && cfg.NetworkPolicy && cfg.V4Egress {
-		// vpcnetd refuses these settings (its policy table of an IPv6
-		// node judges IPv6 traffic only, and the pods' IPv4 egress
-		// would pass unjudged): say so before the switch, not after.
-		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\" with ENABLE_V4_EGRESS=\"true\" and NetworkPolicy enforcement on: vpcnet judges IPv6 pods' IPv6 traffic only, and their IPv4 egress through the node (169.254.172.0/22, SNATed to the node's address) would pass every policy, so vpcnetd refuses to start; set ENABLE_V4_EGRESS=\"false\", or VPCNET_NETWORK_POLICY=\"off\" with a policy engine chained that judges both")
+		// vpcnetd judges the pods' IPv4 egress at the egress veth it
+		// names for each attachment (table ip vpcnet-policy); aws-node's
+		// egress-cni names its veths at random, so a pod it wired keeps
+		// IPv4 egress no policy judges until it is recreated.
+		r.Notes = append(r.Notes, "ENABLE_IPv6=\"true\" with ENABLE_V4_EGRESS=\"true\" and NetworkPolicy enforcement: vpcnet judges IPv6 pods' IPv4 egress (169.254.172.0/22, SNATed to the node's address) by their egress policies at the egress veth it names for each pod; pods aws-node's egress-cni wired before the switch have veths it named at random, so their IPv4 egress is not judged until they are recreated (restart their workloads after the switch)")
 	}
 	if err != nil {
 		var cerr *config.Error

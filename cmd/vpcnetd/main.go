@@ -22,6 +22,7 @@ import (
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/dataplane"
 	"github.com/vpcnet/vpcnet/internal/idlegc"
+	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/kube"
 	"github.com/vpcnet/vpcnet/leakgc"
 )
@@ -100,13 +101,6 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return a.Run(ctx)
 }
 
-// errIPv6PolicyV4Egress stops an IPv6 node that would enforce
-// NetworkPolicy while its pods also reach IPv4 destinations through the
-// node (vpcnet-egress-v4): the policy table of an IPv6 node judges its
-// pods' IPv6 traffic only, and an egress-isolated pod would still reach
-// every IPv4 address its policies forbid.
-var errIPv6PolicyV4Egress = errors.New("ENABLE_IPv6=true with ENABLE_V4_EGRESS=true and VPCNET_NETWORK_POLICY=on: vpcnet judges IPv6 pods' IPv6 traffic only, and their IPv4 egress through the node would pass every NetworkPolicy unjudged; set ENABLE_V4_EGRESS=false (pods reach IPv4 destinations only through a NAT64/DNS64 path), or VPCNET_NETWORK_POLICY=off and chain a policy engine that judges both (README, Network policy)")
-
 // policyOptions turns NetworkPolicy enforcement on when the API server
 // is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
 // counts the cluster's policies, to name those it leaves unenforced.
@@ -126,7 +120,12 @@ func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) 
 		return o, nil
 	}
 	if cfg.IPv6 && cfg.V4Egress {
-		return o, errIPv6PolicyV4Egress
+		// The pods' IPv4 egress through their egress veths is judged by
+		// their egress policies too (table ip vpcnet-policy): the veth's
+		// name follows from the attachment, as vpcnet-egress-v4 names it.
+		o.EgressV4Veth = func(k ipam.Key) string {
+			return dataplane.EgressV4VethName(k.Network, k.ContainerID, k.IfName)
+		}
 	}
 	o.Source, o.Rules = kube.NewPolicyWatch(src), dp
 	return o, nil
