@@ -167,8 +167,12 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops
 		// The pods' IPv4 egress through their egress veths, judged by
 		// the same verdicts in table ip (policyv4egress.go); written
 		// also when the ip6 write failed, so neither waits on the other.
-		spec, digest := egressV4PolicySpec(rs, logDrops)
-		w4, err4 := d.writeEgressV4Policy(nft, spec, digest)
+		// Without IPv4 egress the table is removed if there.
+		var v4 egressV4Policy
+		if d.egressV4Policy {
+			v4 = egressV4PolicyOf(rs, logDrops)
+		}
+		w4, err4 := d.writeEgressV4Policy(nft, v4)
 		written = written || w4
 		err = errors.Join(err, err4)
 	}

@@ -46,9 +46,11 @@ import (
 //
 // Every original-direction packet is judged, so a changed policy cuts an
 // established IPv4 connection it no longer allows and keeps one it still
-// allows. The table is rewritten whole, in place and in one transaction,
-// when it changes (its counters kept); it holds one chain per
-// egress-isolated pod of the node, so a rewrite stays small.
+// allows. The table holds a chain for every egress-isolated pod of the
+// node, as table ip6 does, also one bound to the node and not yet added:
+// an ADD then adds its map entry alone. Any other change rewrites the
+// table whole, in place and in one transaction (its counters kept); it
+// holds one chain per egress-isolated pod, so a rewrite stays small.
 const policyMapEgressV4 = "egress-v4"
 
 // egressV4PolicyState is what a Dataplane last wrote to, or found in,
@@ -56,40 +58,51 @@ const policyMapEgressV4 = "egress-v4"
 type egressV4PolicyState struct {
 	known  bool // false: nothing known, the table is read and compared
 	absent bool // the table was removed or never needed
-	digest [32]byte
-	use    uint32
+	// rules names the chains, sets and base chains last written, use
+	// the table's use count then, and entries the map's, veth : chain.
+	rules   [32]byte
+	use     uint32
+	entries map[string]string
 }
 
-// egressV4PolicySpec renders the IPv4 egress part of rs: nil when no
-// egress-isolated pod has an egress veth. digest names what the spec
-// says (chains, their veths, logDrops), so an unchanged one is not
-// written again.
-func egressV4PolicySpec(rs verdicts.Ruleset, logDrops bool) (spec *tableSpec, digest [32]byte) {
+// egressV4Policy is the table rendered: spec nil when no pod is
+// egress-isolated.
+type egressV4Policy struct {
+	spec *tableSpec
+	// rules names what the spec holds but the map's entries (chains,
+	// their rules, sets, logDrops); entries are the map's, veth : chain.
+	rules   [32]byte
+	entries map[string]string
+}
+
+// egressV4PolicyOf renders the IPv4 egress part of rs: a chain for every
+// egress-isolated pod, a map entry for each with an egress veth.
+func egressV4PolicyOf(rs verdicts.Ruleset, logDrops bool) egressV4Policy {
 	type podEntry struct {
-		pod   verdicts.PodRef
-		iso   *verdicts.Isolation
-		veths []string
+		pod verdicts.PodRef
+		iso *verdicts.Isolation
 	}
-	chains := map[string]*podEntry{}
+	chains := map[string]podEntry{}
+	entries := map[string]string{}
 	for _, r := range rs.Pods {
-		if r.Egress == nil || r.EgressV4Veth == "" {
+		if r.Egress == nil {
 			continue
 		}
 		name := podChainName(r.Pod, false)
-		if e, ok := chains[name]; ok {
-			// Another sandbox of the same pod: one chain, the verdicts
-			// of its first entry, as in the pod address maps.
-			e.veths = append(e.veths, r.EgressV4Veth)
-			continue
+		if _, ok := chains[name]; !ok {
+			// Another sandbox of the same pod shares the chain of its
+			// first entry, as in the pod address maps.
+			chains[name] = podEntry{pod: r.Pod, iso: r.Egress}
 		}
-		chains[name] = &podEntry{pod: r.Pod, iso: r.Egress, veths: []string{r.EgressV4Veth}}
+		if r.EgressV4Veth != "" {
+			entries[r.EgressV4Veth] = name
+		}
 	}
 	if len(chains) == 0 {
-		return nil, digest
+		return egressV4Policy{}
 	}
-	spec = &tableSpec{}
+	spec := &tableSpec{}
 	sets := map[string]peerRanges{}
-	var elems []nftables.SetElement
 	h := sha256.New()
 	fmt.Fprintf(h, "logDrops=%t\n", logDrops)
 	for _, name := range slices.Sorted(maps.Keys(chains)) {
@@ -116,15 +129,7 @@ func egressV4PolicySpec(rs verdicts.Ruleset, logDrops bool) (spec *tableSpec, di
 		counter := dropCounter(name)
 		spec.chains = append(spec.chains, chainSpec{name: name, rules: chainRules(policyIPv4, e.pod, false, logDrops, counter, allows)})
 		spec.counters = append(spec.counters, counter)
-		slices.Sort(e.veths)
-		e.veths = slices.Compact(e.veths)
-		d := sig.sum()
-		fmt.Fprintf(h, "%s %x", name, d)
-		for _, v := range e.veths {
-			fmt.Fprintf(h, " %s", v)
-			elems = append(elems, nftables.SetElement{Key: ifnameKey(v), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name}})
-		}
-		fmt.Fprintln(h)
+		fmt.Fprintf(h, "%s %x\n", name, sig.sum())
 	}
 	spec.chains = append(spec.chains, egressV4BaseChain("forward", nftables.ChainHookForward),
 		egressV4BaseChain("input", nftables.ChainHookInput))
@@ -132,9 +137,18 @@ func egressV4PolicySpec(rs verdicts.Ruleset, logDrops bool) (spec *tableSpec, di
 		spec.sets = append(spec.sets, setSpec{name: name, key: nftables.TypeIPAddr, interval: true, elems: setElements(policyIPv4, sets[name])})
 		fmt.Fprintf(h, "set %s\n", name)
 	}
+	var elems []nftables.SetElement
+	for _, veth := range slices.Sorted(maps.Keys(entries)) {
+		elems = append(elems, egressV4Entry(veth, entries[veth]))
+	}
 	spec.sets = append(spec.sets, setSpec{name: policyMapEgressV4, key: nftables.TypeIFName, isMap: true, elems: elems})
-	copy(digest[:], h.Sum(nil))
-	return spec, digest
+	out := egressV4Policy{spec: spec, entries: entries}
+	copy(out.rules[:], h.Sum(nil))
+	return out
+}
+
+func egressV4Entry(veth, chain string) nftables.SetElement {
+	return nftables.SetElement{Key: ifnameKey(veth), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}
 }
 
 // ifnameKey is an interface name as the kernel's ifname type holds it,
@@ -159,15 +173,21 @@ func egressV4BaseChain(name string, hook *nftables.ChainHook) chainSpec {
 		}}
 }
 
-// writeEgressV4Policy makes table ip vpcnet-policy of an IPv6 node spec
-// (nil: no table), under policyMu. written says whether a transaction was
-// committed. Known state and an unchanged digest write nothing; a
-// restarted agent reads the table and writes nothing when it holds spec;
-// otherwise the table is rewritten in place, in one transaction, so that
-// the pods' verdicts never lapse.
-func (d *Dataplane) writeEgressV4Policy(nft *nftConn, spec *tableSpec, digest [32]byte) (written bool, err error) {
+// writeEgressV4Policy makes table ip vpcnet-policy of an IPv6 node next
+// (spec nil: no table), under policyMu. written says whether a
+// transaction was committed. What is written, by what is known:
+//   - the same rules and entries as last written, and the table still
+//     has as many chains, sets and counters: nothing;
+//   - the same rules, other entries (an ADD of a pod whose chain was
+//     written when it was bound, a DEL): those map entries; when the
+//     kernel refuses them the table is read and repaired as below;
+//   - nothing known (the agent restarted): the table is read whole and
+//     compared; when it holds next nothing is written;
+//   - otherwise the whole table, in place, in one transaction, so that
+//     the pods' verdicts never lapse.
+func (d *Dataplane) writeEgressV4Policy(nft *nftConn, next egressV4Policy) (written bool, err error) {
 	last := d.policyV4
-	if spec == nil && last.known && last.absent {
+	if next.spec == nil && last.known && last.absent {
 		return false, nil
 	}
 	d.policyV4 = egressV4PolicyState{} // until this write is known to have landed
@@ -175,7 +195,7 @@ func (d *Dataplane) writeEgressV4Policy(nft *nftConn, spec *tableSpec, digest [3
 	if err != nil {
 		return false, err
 	}
-	if spec == nil {
+	if next.spec == nil {
 		if t != nil {
 			nft.delTable(t)
 			if err := nft.commit(); err != nil {
@@ -186,10 +206,22 @@ func (d *Dataplane) writeEgressV4Policy(nft *nftConn, spec *tableSpec, digest [3
 		d.policyV4 = egressV4PolicyState{known: true, absent: true}
 		return written, nil
 	}
-	done := egressV4PolicyState{known: true, digest: digest, use: spec.use()}
-	if t != nil && last.known && !last.absent && last.digest == digest && tableUse(t) == last.use {
-		d.policyV4 = done
-		return false, nil
+	done := egressV4PolicyState{known: true, rules: next.rules, use: next.spec.use(), entries: next.entries}
+	if t != nil && last.known && !last.absent && last.rules == next.rules && tableUse(t) == last.use {
+		if maps.Equal(last.entries, next.entries) {
+			d.policyV4 = done
+			return false, nil
+		}
+		if err := changeEgressV4Entries(nft, t, last.entries, next.entries); err != nil {
+			return false, err
+		}
+		err := nft.commit()
+		if err == nil {
+			d.policyV4 = done
+			return true, nil
+		}
+		d.log.Warn("IPv4 egress policy map entries refused; reading the table", "err", err)
+		last = egressV4PolicyState{} // compare the table whole
 	}
 	var have *tableState
 	if t != nil {
@@ -198,18 +230,45 @@ func (d *Dataplane) writeEgressV4Policy(nft *nftConn, spec *tableSpec, digest [3
 		if err != nil {
 			return false, err
 		}
-		if compare && st.matches(*spec) {
+		if compare && st.matches(*next.spec) {
 			d.policyV4 = done
 			return false, nil
 		}
 		have = &st
 	}
-	if err := queueTableSpec(nft, nftables.TableFamilyIPv4, PolicyTable, t, have, *spec); err != nil {
+	if err := queueTableSpec(nft, nftables.TableFamilyIPv4, PolicyTable, t, have, *next.spec); err != nil {
 		return false, err
 	}
 	if err := nft.commit(); err != nil {
 		return false, fmt.Errorf("write nftables table ip %s of IPv4 egress: %w", PolicyTable, err)
 	}
+	d.policyV4Rewrites.Add(1)
 	d.policyV4 = done
 	return true, nil
+}
+
+// changeEgressV4Entries queues what turns the map's entries from last
+// into next: those that go or change first, then the new ones.
+func changeEgressV4Entries(n *nftConn, t *nftables.Table, last, next map[string]string) error {
+	m := toSet(t, setSpec{name: policyMapEgressV4, key: nftables.TypeIFName, isMap: true})
+	var gone, added []nftables.SetElement
+	for veth, chain := range last {
+		if next[veth] != chain {
+			gone = append(gone, egressV4Entry(veth, chain))
+		}
+	}
+	for veth, chain := range next {
+		if last[veth] != chain {
+			added = append(added, egressV4Entry(veth, chain))
+		}
+	}
+	if len(gone) > 0 {
+		if err := n.setDeleteElements(m, gone); err != nil {
+			return err
+		}
+	}
+	if len(added) > 0 {
+		return n.setAddElements(m, added)
+	}
+	return nil
 }

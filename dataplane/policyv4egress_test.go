@@ -30,9 +30,22 @@ type v4EgressPods struct {
 	a4, b4 testPod
 }
 
-func newV4EgressPods(t *testing.T) v4EgressPods {
+// newV4EgressNode is the IPv6 policy tests' node and pods, its
+// Dataplane judging IPv4 egress too (ENABLE_V4_EGRESS).
+func newV4EgressNode(t *testing.T) v4EgressPods {
 	t.Helper()
 	pp := v4EgressPods{policyPods: newIPv6PolicyPods(t)}
+	dp, err := New(Options{NetNS: pp.n.node.Path(), PollInterval: 20 * time.Millisecond, IPv6Policy: true, EgressV4Policy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp.n.dp = dp
+	return pp
+}
+
+func newV4EgressPods(t *testing.T) v4EgressPods {
+	t.Helper()
+	pp := newV4EgressNode(t)
 	netnstest.Do(t, pp.n.world, func() error { return upWithAddrs("wan0", internetIP2+"/32") })
 	wire := func(p testPod, container, addr string) (string, testPod) {
 		veth := EgressV4VethName("vpcnet", container, "eth0")
@@ -177,7 +190,7 @@ func TestAChangedPolicyCutsAnEstablishedIPv4EgressConnectionItNoLongerAllows(t *
 // vpcnet's part of the ADD, before the egress plugin runs): the pod's
 // first IPv4 packet meets its verdicts.
 func TestAnEgressVethsVerdictsAreInForceBeforeItExists(t *testing.T) {
-	pp := v4EgressPods{policyPods: newIPv6PolicyPods(t)}
+	pp := newV4EgressNode(t)
 	pp.vethA = EgressV4VethName("vpcnet", "ctr-late", "eth0")
 	pp.set(t, pp.rules(&verdicts.Isolation{}))
 	serveTCP(t, pp.n.world, netip.AddrPortFrom(netip.MustParseAddr(internetIP), 8080))
@@ -222,7 +235,7 @@ func TestTheIPv4EgressPolicyTableSurvivesARestartAndGoesWhenNothingIsIsolated(t 
 	if strings.Contains(text, "2600:1f14") {
 		t.Errorf("table ip holds an IPv6 peer:\n%s", text)
 	}
-	again, err := New(Options{NetNS: pp.n.node.Path(), IPv6Policy: true, PollInterval: 20 * time.Millisecond})
+	again, err := New(Options{NetNS: pp.n.node.Path(), IPv6Policy: true, EgressV4Policy: true, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +246,59 @@ func TestTheIPv4EgressPolicyTableSurvivesARestartAndGoesWhenNothingIsIsolated(t 
 		t.Errorf("a restarted Dataplane wrote %d times over tables that hold its rules", w)
 	}
 	// The pod's egress opens: its IPv6 chain stays (ingress), the IPv4
-	// table goes.
+	// table goes; so it does on a node without IPv4 egress.
+	without, err := New(Options{NetNS: pp.n.node.Path(), IPv6Policy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := without.SetPolicy(testContext(t), rs, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := listFamilyTable(t, pp.n.node, "ip", PolicyTable, false); len(got) != 0 {
+		t.Errorf("a node without IPv4 egress left table ip %s:\n%s", PolicyTable, strings.Join(got, "\n"))
+	}
+	if err := again.SetPolicy(testContext(t), rs, true); err != nil {
+		t.Fatal(err)
+	}
 	open := verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.a, "pol-a"), Ingress: &verdicts.Isolation{}, EgressV4Veth: pp.vethA}}}
 	if err := again.SetPolicy(testContext(t), open, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := listFamilyTable(t, pp.n.node, "ip", PolicyTable, false); len(got) != 0 {
 		t.Errorf("no pod egress-isolated, yet table ip %s is left:\n%s", PolicyTable, strings.Join(got, "\n"))
+	}
+}
+
+// The ADD's fast path: a pod bound to the node has its chain before its
+// Add (no veth yet), and the Add adds its veth's map entry alone,
+// without rewriting the table.
+func TestAnAddOfABoundPodAddsOnlyItsEgressVethsMapEntry(t *testing.T) {
+	pp := newV4EgressPods(t)
+	serveTCP(t, pp.n.world, netip.AddrPortFrom(netip.MustParseAddr(internetIP), 8080))
+	iso := &verdicts.Isolation{Allows: []verdicts.Allow{{Rule: "default/out egress[0]", Peers: []netip.Prefix{netip.MustParsePrefix(internetIP2 + "/32")}}}}
+	bound := ref(pp.a, "pol-a")
+	bound.IP = netip.Addr{}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Egress: iso}}})
+	if !reaches(pp.a, pp.host(internetIP), 8080) {
+		t.Fatal("a is judged before its veth is in the map")
+	}
+	rewrites, writes := pp.n.dp.policyV4Rewrites.Load(), pp.n.dp.policyWrites.Load()
+	pp.set(t, pp.rules(iso))
+	if got := pp.n.dp.policyV4Rewrites.Load(); got != rewrites {
+		t.Errorf("the ADD's write rewrote table ip whole (%d rewrites, want %d)", got, rewrites)
+	}
+	if got := pp.n.dp.policyWrites.Load(); got != writes+1 {
+		t.Errorf("the ADD made %d writes, want 1", got-writes)
+	}
+	if reaches(pp.a, pp.host(internetIP), 8080) {
+		t.Error("a reaches 198.51.100.1 after its Add; its egress allows 198.51.100.2 alone")
+	}
+	// Its Del: the entry goes, the chain stays while the pod is bound.
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Egress: iso}}})
+	if got := pp.n.dp.policyV4Rewrites.Load(); got != rewrites {
+		t.Errorf("the DEL's write rewrote table ip whole")
+	}
+	if !reaches(pp.a, pp.host(internetIP), 8080) {
+		t.Error("a's veth is still judged after its entry went")
 	}
 }

@@ -68,7 +68,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("EC2 client: %w", err)
 	}
-	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix, IPv6Policy: cfg.IPv6})
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix, IPv6Policy: cfg.IPv6, EgressV4Policy: cfg.IPv6 && cfg.V4Egress})
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
