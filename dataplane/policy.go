@@ -30,7 +30,9 @@ import (
 // PolicyTable is the nftables table of the pods' NetworkPolicy
 // verdicts, apart from the others so that each is rewritten alone:
 // family ip on an IPv4 node, ip6 on an IPv6 node (Options.IPv6Policy,
-// policyfamily.go), of the same shape.
+// policyfamily.go), of the same shape; an IPv6 node whose pods have IPv4
+// egress (Options.EgressV4Policy) has a table ip of that name too,
+// judging their IPv4 egress alone (policyv4egress.go).
 const PolicyTable = "vpcnet-policy"
 
 // The table's shape:
@@ -277,7 +279,8 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 
 // PolicyDrops counts the packets dropped per isolated pod, per
 // direction, since the pod was first isolated in that direction. A pod
-// that leaves the rules loses its count.
+// that leaves the rules loses its count. On an IPv6 node a pod's egress
+// drops include those of its IPv4 egress.
 func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Drops, error) {
 	// Its own connection, not the writers' kept one: a scrape does not
 	// wait for a write, nor a write for a scrape.
