@@ -58,9 +58,11 @@ type Dataplane struct {
 	// policyV4 is table ip vpcnet-policy of an IPv6 node (its pods'
 	// IPv4 egress, policyv4egress.go); guarded by policyMu.
 	policyV4 egressV4PolicyState
-	// egressV4Policy is Options.EgressV4Policy on an IPv6 node.
-	egressV4Policy bool
-	policyConn     *nftConn // kept between policy writes
+	// egressV4Policy is Options.EgressV4Policy on an IPv6 node, and
+	// egressV4Renders its chains last rendered (guarded by policyMu).
+	egressV4Policy  bool
+	egressV4Renders egressV4Renders
+	policyConn      *nftConn // kept between policy writes
 	// peerRenders keeps rendered peer sets between policy writes.
 	peerRenders peerRenders
 	// policyWrites counts SetPolicy calls that committed a transaction:

@@ -172,7 +172,7 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops
 		// Without IPv4 egress the table is removed if there.
 		var v4 egressV4Policy
 		if d.egressV4Policy {
-			v4 = egressV4PolicyOf(rs, logDrops)
+			v4 = d.egressV4Renders.policy(rs, logDrops)
 		}
 		w4, err4 := d.writeEgressV4Policy(nft, v4)
 		written = written || w4

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 
@@ -65,86 +67,133 @@ type egressV4PolicyState struct {
 	entries map[string]string
 }
 
-// egressV4Policy is the table rendered: spec nil when no pod is
+// egressV4Policy is the table rendered: no chains when no pod is
 // egress-isolated.
 type egressV4Policy struct {
-	spec *tableSpec
-	// rules names what the spec holds but the map's entries (chains,
+	logDrops bool
+	// chains are the pods' chains by name, sets the peer sets their
+	// rules look up.
+	chains map[string]egressV4Chain
+	sets   map[string]peerRanges
+	// rules names what the table holds but the map's entries (chains,
 	// their rules, sets, logDrops); entries are the map's, veth : chain.
 	rules   [32]byte
 	entries map[string]string
 }
 
-// egressV4PolicyOf renders the IPv4 egress part of rs: a chain for every
+// egressV4Chain is one egress-isolated pod's chain, and the Isolation
+// and logDrops it was rendered from: a later write handed the same
+// Isolation (the compiler hands a pod's verdicts again while nothing
+// they depend on changed) takes it as it is, so an ADD renders its own
+// pod's chain, not every pod's.
+type egressV4Chain struct {
+	from     *verdicts.Isolation
+	logDrops bool
+	digest   [32]byte
+	rules    []ruleSpec
+	sets     map[string]peerRanges
+}
+
+// egressV4Renders keeps the chains last rendered, by name; guarded by
+// policyMu.
+type egressV4Renders struct {
+	chains map[string]egressV4Chain
+}
+
+// policy renders the IPv4 egress part of rs: a chain for every
 // egress-isolated pod, a map entry for each with an egress veth.
-func egressV4PolicyOf(rs verdicts.Ruleset, logDrops bool) egressV4Policy {
+func (r *egressV4Renders) policy(rs verdicts.Ruleset, logDrops bool) egressV4Policy {
 	type podEntry struct {
 		pod verdicts.PodRef
 		iso *verdicts.Isolation
 	}
-	chains := map[string]podEntry{}
+	pods := map[string]podEntry{}
 	entries := map[string]string{}
-	for _, r := range rs.Pods {
-		if r.Egress == nil {
+	for _, pr := range rs.Pods {
+		if pr.Egress == nil {
 			continue
 		}
-		name := podChainName(r.Pod, false)
-		if _, ok := chains[name]; !ok {
+		name := podChainName(pr.Pod, false)
+		if _, ok := pods[name]; !ok {
 			// Another sandbox of the same pod shares the chain of its
 			// first entry, as in the pod address maps.
-			chains[name] = podEntry{pod: r.Pod, iso: r.Egress}
+			pods[name] = podEntry{pod: pr.Pod, iso: pr.Egress}
 		}
-		if r.EgressV4Veth != "" {
-			entries[r.EgressV4Veth] = name
+		if pr.EgressV4Veth != "" {
+			entries[pr.EgressV4Veth] = name
 		}
 	}
-	if len(chains) == 0 {
-		return egressV4Policy{}
-	}
-	spec := &tableSpec{}
-	sets := map[string]peerRanges{}
+	out := egressV4Policy{logDrops: logDrops, chains: make(map[string]egressV4Chain, len(pods)), sets: map[string]peerRanges{}, entries: entries}
 	h := sha256.New()
 	fmt.Fprintf(h, "logDrops=%t\n", logDrops)
-	for _, name := range slices.Sorted(maps.Keys(chains)) {
-		e := chains[name]
-		sig := newChainSig(e.pod, logDrops)
-		var allows []setAllow
-		for i := range e.iso.Allows {
-			a := &e.iso.Allows[i]
-			if !a.AnyPeer && len(a.Peers) == 0 {
-				continue // allows nothing
-			}
-			set := "*"
-			if !a.AnyPeer {
-				r := renderPeers(policyIPv4, a.Peers)
-				if r.name == "" {
-					continue // IPv6 peers (pods, IPv6 blocks) only: no IPv4 destination
-				}
-				set = r.name
-				sets[set] = r.ranges
-			}
-			sig.allow(a, set)
-			allows = append(allows, setAllow{a, set})
+	for _, name := range slices.Sorted(maps.Keys(pods)) {
+		e := pods[name]
+		c, ok := r.chains[name]
+		if !ok || c.from != e.iso || c.logDrops != logDrops {
+			c = renderEgressV4Chain(name, e.pod, e.iso, logDrops)
 		}
-		counter := dropCounter(name)
-		spec.chains = append(spec.chains, chainSpec{name: name, rules: chainRules(policyIPv4, e.pod, false, logDrops, counter, allows)})
-		spec.counters = append(spec.counters, counter)
-		fmt.Fprintf(h, "%s %x\n", name, sig.sum())
+		out.chains[name] = c
+		maps.Copy(out.sets, c.sets)
+		// The name with its length, so no two lists hash alike.
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(name))))
+		io.WriteString(h, name)
+		h.Write(c.digest[:])
+	}
+	r.chains = out.chains
+	copy(out.rules[:], h.Sum(nil))
+	return out
+}
+
+// renderEgressV4Chain renders one pod's chain: its Allows' IPv4
+// prefixes, an Allow of IPv6 peers only allowing nothing here.
+func renderEgressV4Chain(name string, pod verdicts.PodRef, iso *verdicts.Isolation, logDrops bool) egressV4Chain {
+	c := egressV4Chain{from: iso, logDrops: logDrops, sets: map[string]peerRanges{}}
+	sig := newChainSig(pod, logDrops)
+	var allows []setAllow
+	for i := range iso.Allows {
+		a := &iso.Allows[i]
+		if !a.AnyPeer && len(a.Peers) == 0 {
+			continue // allows nothing
+		}
+		set := "*"
+		if !a.AnyPeer {
+			r := renderPeers(policyIPv4, a.Peers)
+			if r.name == "" {
+				continue // IPv6 peers (pods, IPv6 blocks) only: no IPv4 destination
+			}
+			set = r.name
+			c.sets[set] = r.ranges
+		}
+		sig.allow(a, set)
+		allows = append(allows, setAllow{a, set})
+	}
+	c.digest = sig.sum()
+	c.rules = chainRules(policyIPv4, pod, false, logDrops, dropCounter(name), allows)
+	return c
+}
+
+// use is the table's use count when it holds p: a chain and a counter
+// per pod chain, the peer sets, two base chains and the map.
+func (p egressV4Policy) use() uint32 { return uint32(2*len(p.chains) + len(p.sets) + 3) }
+
+// spec is the whole table p describes.
+func (p egressV4Policy) spec() tableSpec {
+	var spec tableSpec
+	for _, name := range slices.Sorted(maps.Keys(p.chains)) {
+		spec.chains = append(spec.chains, chainSpec{name: name, rules: p.chains[name].rules})
+		spec.counters = append(spec.counters, dropCounter(name))
 	}
 	spec.chains = append(spec.chains, egressV4BaseChain("forward", nftables.ChainHookForward),
 		egressV4BaseChain("input", nftables.ChainHookInput))
-	for _, name := range slices.Sorted(maps.Keys(sets)) {
-		spec.sets = append(spec.sets, setSpec{name: name, key: nftables.TypeIPAddr, interval: true, elems: setElements(policyIPv4, sets[name])})
-		fmt.Fprintf(h, "set %s\n", name)
+	for _, name := range slices.Sorted(maps.Keys(p.sets)) {
+		spec.sets = append(spec.sets, setSpec{name: name, key: nftables.TypeIPAddr, interval: true, elems: setElements(policyIPv4, p.sets[name])})
 	}
 	var elems []nftables.SetElement
-	for _, veth := range slices.Sorted(maps.Keys(entries)) {
-		elems = append(elems, egressV4Entry(veth, entries[veth]))
+	for _, veth := range slices.Sorted(maps.Keys(p.entries)) {
+		elems = append(elems, egressV4Entry(veth, p.entries[veth]))
 	}
-	spec.sets = append(spec.sets, setSpec{name: policyMapEgressV4, key: nftables.TypeIFName, isMap: true, elems: elems})
-	out := egressV4Policy{spec: spec, entries: entries}
-	copy(out.rules[:], h.Sum(nil))
-	return out
+	return tableSpec{chains: spec.chains, counters: spec.counters,
+		sets: append(spec.sets, setSpec{name: policyMapEgressV4, key: nftables.TypeIFName, isMap: true, elems: elems})}
 }
 
 func egressV4Entry(veth, chain string) nftables.SetElement {
@@ -174,45 +223,30 @@ func egressV4BaseChain(name string, hook *nftables.ChainHook) chainSpec {
 }
 
 // writeEgressV4Policy makes table ip vpcnet-policy of an IPv6 node next
-// (spec nil: no table), under policyMu. written says whether a
+// (no chains: no table), under policyMu. written says whether a
 // transaction was committed. What is written, by what is known:
-//   - the same rules and entries as last written, and the table still
-//     has as many chains, sets and counters: nothing;
-//   - the same rules, other entries (an ADD of a pod whose chain was
-//     written when it was bound, a DEL): those map entries; when the
-//     kernel refuses them the table is read and repaired as below;
+//   - the same rules as last written, other map entries (an ADD of a pod
+//     whose chain was written when it was bound, a DEL): those entries,
+//     without listing the tables first; when the kernel refuses them (the
+//     table, map or chain gone, an entry to delete not there), the table
+//     is read and repaired as after a restart;
+//   - the same rules and entries, and the table still has as many
+//     chains, sets and counters: nothing;
 //   - nothing known (the agent restarted): the table is read whole and
 //     compared; when it holds next nothing is written;
 //   - otherwise the whole table, in place, in one transaction, so that
 //     the pods' verdicts never lapse.
 func (d *Dataplane) writeEgressV4Policy(nft *nftConn, next egressV4Policy) (written bool, err error) {
 	last := d.policyV4
-	if next.spec == nil && last.known && last.absent {
+	empty := len(next.chains) == 0
+	if empty && last.known && last.absent {
 		return false, nil
 	}
 	d.policyV4 = egressV4PolicyState{} // until this write is known to have landed
-	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
-	if err != nil {
-		return false, err
-	}
-	if next.spec == nil {
-		if t != nil {
-			nft.delTable(t)
-			if err := nft.commit(); err != nil {
-				return false, fmt.Errorf("delete nftables table ip %s of IPv4 egress: %w", PolicyTable, err)
-			}
-			written = true
-		}
-		d.policyV4 = egressV4PolicyState{known: true, absent: true}
-		return written, nil
-	}
-	done := egressV4PolicyState{known: true, rules: next.rules, use: next.spec.use(), entries: next.entries}
-	if t != nil && last.known && !last.absent && last.rules == next.rules && tableUse(t) == last.use {
-		if maps.Equal(last.entries, next.entries) {
-			d.policyV4 = done
-			return false, nil
-		}
-		if err := changeEgressV4Entries(nft, t, last.entries, next.entries); err != nil {
+	done := egressV4PolicyState{known: true, rules: next.rules, use: next.use(), entries: next.entries}
+	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: PolicyTable}
+	if !empty && last.known && !last.absent && last.rules == next.rules && !maps.Equal(last.entries, next.entries) {
+		if err := changeEgressV4Entries(nft, table, last.entries, next.entries); err != nil {
 			return false, err
 		}
 		err := nft.commit()
@@ -223,6 +257,26 @@ func (d *Dataplane) writeEgressV4Policy(nft *nftConn, next egressV4Policy) (writ
 		d.log.Warn("IPv4 egress policy map entries refused; reading the table", "err", err)
 		last = egressV4PolicyState{} // compare the table whole
 	}
+	t, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+	if err != nil {
+		return false, err
+	}
+	if empty {
+		if t != nil {
+			nft.delTable(t)
+			if err := nft.commit(); err != nil {
+				return false, fmt.Errorf("delete nftables table ip %s of IPv4 egress: %w", PolicyTable, err)
+			}
+			written = true
+		}
+		d.policyV4 = egressV4PolicyState{known: true, absent: true}
+		return written, nil
+	}
+	if t != nil && last.known && !last.absent && last.rules == next.rules && maps.Equal(last.entries, next.entries) && tableUse(t) == last.use {
+		d.policyV4 = done
+		return false, nil
+	}
+	spec := next.spec()
 	var have *tableState
 	if t != nil {
 		compare := !last.known
@@ -230,13 +284,13 @@ func (d *Dataplane) writeEgressV4Policy(nft *nftConn, next egressV4Policy) (writ
 		if err != nil {
 			return false, err
 		}
-		if compare && st.matches(*next.spec) {
+		if compare && st.matches(spec) {
 			d.policyV4 = done
 			return false, nil
 		}
 		have = &st
 	}
-	if err := queueTableSpec(nft, nftables.TableFamilyIPv4, PolicyTable, t, have, *next.spec); err != nil {
+	if err := queueTableSpec(nft, nftables.TableFamilyIPv4, PolicyTable, t, have, spec); err != nil {
 		return false, err
 	}
 	if err := nft.commit(); err != nil {
