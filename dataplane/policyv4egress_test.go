@@ -302,3 +302,20 @@ func TestAnAddOfABoundPodAddsOnlyItsEgressVethsMapEntry(t *testing.T) {
 		t.Error("a's veth is still judged after its entry went")
 	}
 }
+
+// Someone deletes the table (or a chain) between two writes: the ADD's
+// map entry, sent without reading the table, is refused, and the table is
+// read and written whole; the pod is judged.
+func TestAnAddAfterTheIPv4EgressTableWasDeletedRepairsIt(t *testing.T) {
+	pp := newV4EgressPods(t)
+	serveTCP(t, pp.n.world, netip.AddrPortFrom(netip.MustParseAddr(internetIP), 8080))
+	iso := &verdicts.Isolation{}
+	bound := ref(pp.a, "pol-a")
+	bound.IP = netip.Addr{}
+	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Egress: iso}}})
+	nft(t, pp.n.node, "delete table ip "+PolicyTable+"\n")
+	pp.set(t, pp.rules(iso))
+	if reaches(pp.a, pp.host(internetIP), 8080) {
+		t.Error("a reaches an IPv4 host after its Add over a deleted table; its egress allows nothing")
+	}
+}
