@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -317,5 +319,57 @@ func TestAnAddAfterTheIPv4EgressTableWasDeletedRepairsIt(t *testing.T) {
 	pp.set(t, pp.rules(iso))
 	if reaches(pp.a, pp.host(internetIP), 8080) {
 		t.Error("a reaches an IPv4 host after its Add over a deleted table; its egress allows nothing")
+	}
+}
+
+// A pod aws-node's egress-cni wired before a switch-over has a veth of a
+// random name: host-local's allocation and the node's route to its
+// address find it by sandbox, and its IPv4 egress is judged by its
+// verdicts as a pod vpcnet wired.
+func TestAnEgressVethAWSNodeNamedIsFoundByItsSandboxAndJudged(t *testing.T) {
+	pp := newV4EgressNode(t)
+	const old, sandbox = "veth1f2e3d4c", "0123456789abcdef"
+	if _, err := pp.n.dp.AddEgressV4(testContext(t), EgressV4Config{
+		NetNS: pp.a.ns.Path(), IfName: "v4if0", HostVethName: old,
+		Addr: netip.MustParsePrefix("169.254.172.30/22"), Gateway: netip.MustParseAddr(egressGW),
+		Routes: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+		SNAT:   EgressSNAT{NodeIP: netip.MustParseAddr(primaryIP)}, Owner: "aws-cni/" + sandbox + "/eth0",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// host-local's files as it writes them: "ID\r\nifname" per address.
+	dir := t.TempDir()
+	files := map[string]string{
+		"aws-cni/169.254.172.30":     sandbox + "\r\neth0",
+		"aws-cni/169.254.172.31":     "gone-sandbox\r\neth0", // no route: its pod is gone
+		"aws-cni/last_reserved_ip.0": "169.254.172.31",
+		"aws-cni/lock":               "",
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := pp.n.dp.EgressV4VethsByContainer(testContext(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[sandbox] != old {
+		t.Fatalf("egress veths by sandbox %v, want %s: %s alone", got, sandbox, old)
+	}
+	if none, err := pp.n.dp.EgressV4VethsByContainer(testContext(t), filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
+		t.Errorf("a missing directory: %v, %v; want nothing and no error", none, err)
+	}
+	serveTCP(t, pp.n.world, netip.AddrPortFrom(netip.MustParseAddr(internetIP), 8080))
+	if !reaches(pp.a, pp.host(internetIP), 8080) {
+		t.Fatal("the pod aws-node wired cannot reach the internet host; the check below would prove nothing")
+	}
+	pp.vethA = got[sandbox]
+	pp.set(t, pp.rules(&verdicts.Isolation{}))
+	if reaches(pp.a, pp.host(internetIP), 8080) {
+		t.Error("the egress-isolated pod aws-node wired reaches an IPv4 host through its randomly named veth")
 	}
 }

@@ -76,14 +76,7 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 		}
 		r.Settings = append(r.Settings, e.Name+"="+e.Value)
 	}
-	cfg, err := config.LoadEnviron(r.Settings)
-	if err == nil && cfg.IPv6 && cfg.NetworkPolicy && cfg.V4Egress {
-		// vpcnetd judges the pods' IPv4 egress at the egress veth it
-		// names for each attachment (table ip vpcnet-policy); aws-node's
-		// egress-cni names its veths at random, so a pod it wired keeps
-		// IPv4 egress no policy judges until it is recreated.
-		r.Notes = append(r.Notes, "ENABLE_IPv6=\"true\" with ENABLE_V4_EGRESS=\"true\" and NetworkPolicy enforcement: vpcnet judges IPv6 pods' IPv4 egress (169.254.172.0/22, SNATed to the node's address) by their egress policies at the egress veth it names for each pod; pods aws-node's egress-cni wired before the switch have veths it named at random, so their IPv4 egress is not judged until they are recreated (restart their workloads after the switch)")
-	}
+	_, err = config.LoadEnviron(r.Settings)
 	if err != nil {
 		var cerr *config.Error
 		if !errors.As(err, &cerr) {

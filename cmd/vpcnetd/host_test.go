@@ -19,7 +19,7 @@ import (
 func TestIPv6NodeWithIPv4EgressStartsAndJudgesTheEgressVeths(t *testing.T) {
 	rc := &rest.Config{Host: "https://127.0.0.1:1"}
 	cfg := config.Config{IPv6: true, V4Egress: true, NetworkPolicy: true}
-	o, err := policyOptions(cfg, rc, nil)
+	o, err := policyOptions(t.Context(), cfg, rc, nil)
 	if err != nil {
 		t.Fatalf("policyOptions with ENABLE_IPv6, ENABLE_V4_EGRESS and enforcement on: %v", err)
 	}
@@ -31,7 +31,7 @@ func TestIPv6NodeWithIPv4EgressStartsAndJudgesTheEgressVeths(t *testing.T) {
 		t.Errorf("the agent does not name the attachment's egress veth as vpcnet-egress-v4 does")
 	}
 	cfg.V4Egress = false
-	if o, err := policyOptions(cfg, rc, nil); err != nil || o.EgressV4Veth != nil {
+	if o, err := policyOptions(t.Context(), cfg, rc, nil); err != nil || o.EgressV4Veth != nil {
 		t.Errorf("without IPv4 egress: %v, egress veths named: %v", err, o.EgressV4Veth != nil)
 	}
 }
@@ -51,7 +51,7 @@ func TestIPv6NodeEnforcesNetworkPolicy(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Config{IPv6: tt.ipv6, IPv4: !tt.ipv6, NetworkPolicy: tt.pol}
-			o, err := policyOptions(cfg, tt.rc, nil)
+			o, err := policyOptions(t.Context(), cfg, tt.rc, nil)
 			if err != nil {
 				t.Fatalf("policyOptions: %v", err)
 			}

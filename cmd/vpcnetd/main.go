@@ -72,7 +72,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	pol, err := policyOptions(cfg, rc, dp)
+	pol, err := policyOptions(ctx, cfg, rc, dp)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // policyOptions turns NetworkPolicy enforcement on when the API server
 // is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
 // counts the cluster's policies, to name those it leaves unenforced.
-func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) (agent.PolicyOptions, error) {
+func policyOptions(ctx context.Context, cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) (agent.PolicyOptions, error) {
 	o := agent.PolicyOptions{Mode: cfg.NetworkPolicyMode, LogDrops: cfg.NetworkPolicyLogDrops}
 	if rc == nil {
 		o.Off = "no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): there are no NetworkPolicy objects to read"
@@ -122,8 +122,22 @@ func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) 
 	if cfg.IPv6 && cfg.V4Egress {
 		// The pods' IPv4 egress through their egress veths is judged by
 		// their egress policies too (table ip vpcnet-policy): the veth's
-		// name follows from the attachment, as vpcnet-egress-v4 names it.
+		// name follows from the attachment, as vpcnet-egress-v4 names it,
+		// but for pods aws-node's egress-cni wired before a switch-over,
+		// whose veths it named at random: those are found once, here.
+		// Not finding them would leave them unjudged, so it stops the
+		// agent.
+		wired := map[string]string{}
+		if dp != nil {
+			var err error
+			if wired, err = dp.EgressV4VethsByContainer(ctx, cfg.EgressV4IPAMDir); err != nil {
+				return o, fmt.Errorf("find the IPv4 egress veths of the pods already wired (VPCNET_EGRESS_V4_IPAM_DIR=%s): %w", cfg.EgressV4IPAMDir, err)
+			}
+		}
 		o.EgressV4Veth = func(k ipam.Key) string {
+			if v, ok := wired[k.ContainerID]; ok {
+				return v
+			}
 			return dataplane.EgressV4VethName(k.Network, k.ContainerID, k.IfName)
 		}
 	}
