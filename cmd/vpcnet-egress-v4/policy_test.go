@@ -53,3 +53,42 @@ func TestThePluginsEgressVethIsTheOneTheAgentsVerdictsName(t *testing.T) {
 		t.Errorf("a pod not egress-isolated cannot reach %s: %v", internetIP, err)
 	}
 }
+
+// A pod aws-node's egress-cni wired before a switch-over has a veth it
+// named at random: vpcnetd finds it by sandbox in host-local's directory
+// both plugins share, and the pod's egress verdicts judge its IPv4
+// egress as they judge a pod vpcnet wired.
+func TestAPodAWSNodesEgressCNIWiredIsJudgedByItsVeth(t *testing.T) {
+	w := newWorld(t)
+	awsEntry := w.awsNodeEgress(t)
+	serveTCP(t, w.internet)
+	old := w.newPod()
+	if _, err := w.add(w.conf("0.4.0", awsEntry, old), old); err != nil {
+		t.Fatalf("aws-node's ADD: %v", err)
+	}
+	if err := talkTCP(old.ns, internetIP+":80"); err != nil {
+		t.Fatalf("the pod aws-node wired cannot reach %s; the check below would prove nothing: %v", internetIP, err)
+	}
+	dp, err := dataplane.New(dataplane.Options{NetNS: w.node.Path(), IPv6Policy: true, EgressV4Policy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wired, err := dp.EgressV4VethsByContainer(t.Context(), w.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	veth, ok := wired[old.rt.ContainerID]
+	if !ok || veth == dataplane.EgressV4VethName("vpcnet", old.rt.ContainerID, old.rt.IfName) {
+		t.Fatalf("egress veths by sandbox %v: want %s's, named by aws-node", wired, old.rt.ContainerID)
+	}
+	rs := verdicts.Ruleset{Pods: []verdicts.PodRules{{
+		Pod:    verdicts.PodRef{Namespace: "default", Name: "old", IP: netip.MustParseAddr(podNet6 + "1")},
+		Egress: &verdicts.Isolation{}, EgressV4Veth: veth,
+	}}}
+	if err := dp.SetPolicy(t.Context(), rs, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := talkTCP(old.ns, internetIP+":80"); err == nil {
+		t.Error("the egress-isolated pod aws-node wired reached an IPv4 host through its veth")
+	}
+}
