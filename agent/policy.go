@@ -63,6 +63,12 @@ type PolicyOptions struct {
 	// policies, namespaces and pods before the mode decides; zero means
 	// 10 s.
 	SyncWait time.Duration
+	// EgressV4Veth, on an IPv6 node with IPv4 egress (ENABLE_V4_EGRESS),
+	// names the host end of an attachment's IPv4 egress veth, which the
+	// egress plugin makes after vpcnet's ADD answers: the pod's egress
+	// verdicts are written for it with the pod's own, so its IPv4 egress
+	// is judged from its first packet. nil: pods have no egress veth.
+	EgressV4Veth func(ipam.Key) string
 }
 
 const (
@@ -340,7 +346,7 @@ func (k *policyKeeper) write(ctx context.Context) error {
 	local := make([]netpol.Local, 0, len(k.locals))
 	pods := make(map[string]introspect.PolicyPod, len(k.locals))
 	addressed := make(map[ipam.Pod]bool, len(k.locals))
-	for _, lp := range k.locals {
+	for key, lp := range k.locals {
 		addressed[lp.pod] = true
 		p, ok := k.o.Source.Known(lp.pod.Namespace, lp.pod.Name)
 		if !ok && lp.atAdd != nil {
@@ -353,7 +359,11 @@ func (k *policyKeeper) write(ctx context.Context) error {
 		// publishes it only after the Add has answered.
 		p.IP = lp.addr
 		p.HostNetwork = false
-		local = append(local, netpol.Local{Pod: p, Unknown: !ok})
+		l := netpol.Local{Pod: p, Unknown: !ok}
+		if k.o.EgressV4Veth != nil {
+			l.EgressV4Veth = k.o.EgressV4Veth(key)
+		}
+		local = append(local, l)
 		pods[p.Key()] = introspect.PolicyPod{Namespace: p.Namespace, Name: p.Name, IP: lp.addr.String(), Known: ok}
 	}
 	// The pods bound here that have no address yet: their chains now, so

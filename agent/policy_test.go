@@ -309,3 +309,32 @@ func TestAnAgentThatEnforcesNothingCountsThePoliciesItLeavesUnenforced(t *testin
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// On an IPv6 node with IPv4 egress, the Add's write names the pod's
+// egress veth with its verdicts, before the Add answers and so before
+// the egress plugin, chained after vpcnet's, makes the veth: its IPv4
+// egress is judged from the first packet.
+func TestAPodsEgressVethIsInItsVerdictsBeforeItsAddAnswers(t *testing.T) {
+	deny := denyAllIn("default")
+	deny.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	src := &fakePolicySource{}
+	src.c = netpol.Cluster{Policies: []*networkingv1.NetworkPolicy{deny},
+		Pods: []netpol.Pod{{Namespace: "default", Name: "db", Labels: map[string]string{"app": "db"}}}}
+	src.synced.Store(true)
+	n := newWorld(t).node("i-node1", nil)
+	rules := newFakePolicyRules()
+	n.policy = PolicyOptions{Source: src, Rules: rules, Mode: netpol.Standard, SyncWait: 200 * time.Millisecond,
+		EgressV4Veth: func(k ipam.Key) string { return "v4-" + k.ContainerID }}
+	n.start(t).waitReady(t)
+	c := &agentapi.Client{Socket: n.env["VPCNET_SOCKET"]}
+	add, err := c.Add(context.Background(), &agentapi.AddRequest{Attachment: web("c1"), PodNamespace: "default", PodName: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules.mu.Lock()
+	db := rulesOf(rules.last, "db")
+	rules.mu.Unlock()
+	if len(db) != 1 || db[0].Pod.IP.String() != add.Address || db[0].Egress == nil || db[0].EgressV4Veth != "v4-c1" {
+		t.Errorf("when the Add answered, db's verdicts were %+v; want egress-isolated with egress veth v4-c1", db)
+	}
+}

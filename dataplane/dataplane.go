@@ -33,6 +33,10 @@ type Options struct {
 	// writes table ip6 vpcnet-policy, and PolicyDrops reads it, rather
 	// than table ip vpcnet-policy.
 	IPv6Policy bool
+	// EgressV4Policy, with IPv6Policy, says the pods have IPv4 egress
+	// veths (ENABLE_V4_EGRESS): SetPolicy judges their IPv4 egress in
+	// table ip vpcnet-policy too (policyv4egress.go).
+	EgressV4Policy bool
 }
 
 // Dataplane configures the networking of one node. It holds no kernel
@@ -49,9 +53,16 @@ type Dataplane struct {
 	// while SetupENI waits).
 	notFound func()
 
-	policyMu   sync.Mutex // one writer of the policy table at a time; guards policy and policyConn
-	policy     policyState
-	policyConn *nftConn // kept between policy writes
+	policyMu sync.Mutex // one writer of the policy table at a time; guards policy and policyConn
+	policy   policyState
+	// policyV4 is table ip vpcnet-policy of an IPv6 node (its pods'
+	// IPv4 egress, policyv4egress.go); guarded by policyMu.
+	policyV4 egressV4PolicyState
+	// egressV4Policy is Options.EgressV4Policy on an IPv6 node, and
+	// egressV4Renders its chains last rendered (guarded by policyMu).
+	egressV4Policy  bool
+	egressV4Renders egressV4Renders
+	policyConn      *nftConn // kept between policy writes
 	// peerRenders keeps rendered peer sets between policy writes.
 	peerRenders peerRenders
 	// policyWrites counts SetPolicy calls that committed a transaction:
@@ -61,6 +72,9 @@ type Dataplane struct {
 	// tests see by it that a write of map entries alone (an ADD's, a
 	// DEL's) reads nothing.
 	policyReads atomic.Int64
+	// policyV4Rewrites counts the whole rewrites of table ip
+	// vpcnet-policy of an IPv6 node, for tests.
+	policyV4Rewrites atomic.Int64
 }
 
 // New validates opts and returns a Dataplane.
@@ -77,6 +91,7 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	if opts.IPv6Policy {
 		d.peerRenders.fam = policyIPv6
+		d.egressV4Policy = opts.EgressV4Policy
 	}
 	if d.vethPrefix == "" {
 		d.vethPrefix = DefaultVethPrefix

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
@@ -312,6 +313,12 @@ func queueTableSpec(n *nftConn, fam nftables.TableFamily, name string, t *nftabl
 
 func toSet(t *nftables.Table, s setSpec) *nftables.Set {
 	set := &nftables.Set{Table: t, Name: s.name, KeyType: s.keyType(), Interval: s.interval}
+	if set.KeyType.Name == nftables.TypeIFName.Name {
+		// As nft marks a string key: without it nft reads the name
+		// backwards and lists every key as "" (the kernel matches the
+		// bytes either way).
+		set.KeyByteOrder = binaryutil.NativeEndian
+	}
 	if s.isMap {
 		set.IsMap, set.DataType = true, nftables.TypeVerdict
 	}

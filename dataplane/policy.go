@@ -30,7 +30,9 @@ import (
 // PolicyTable is the nftables table of the pods' NetworkPolicy
 // verdicts, apart from the others so that each is rewritten alone:
 // family ip on an IPv4 node, ip6 on an IPv6 node (Options.IPv6Policy,
-// policyfamily.go), of the same shape.
+// policyfamily.go), of the same shape; an IPv6 node whose pods have IPv4
+// egress (Options.EgressV4Policy) has a table ip of that name too,
+// judging their IPv4 egress alone (policyv4egress.go).
 const PolicyTable = "vpcnet-policy"
 
 // The table's shape:
@@ -163,6 +165,19 @@ func (d *Dataplane) SetPolicy(ctx context.Context, rs verdicts.Ruleset, logDrops
 		return err
 	}
 	written, err := d.writePolicy(nft, next)
+	if d.peerRenders.family() == policyIPv6 {
+		// The pods' IPv4 egress through their egress veths, judged by
+		// the same verdicts in table ip (policyv4egress.go); written
+		// also when the ip6 write failed, so neither waits on the other.
+		// Without IPv4 egress the table is removed if there.
+		var v4 egressV4Policy
+		if d.egressV4Policy {
+			v4 = d.egressV4Renders.policy(rs, logDrops)
+		}
+		w4, err4 := d.writeEgressV4Policy(nft, v4)
+		written = written || w4
+		err = errors.Join(err, err4)
+	}
 	if err != nil {
 		// The kept connection may hold what the failed write queued, or
 		// a broken socket: the next call starts from a fresh one.
@@ -264,7 +279,8 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 
 // PolicyDrops counts the packets dropped per isolated pod, per
 // direction, since the pod was first isolated in that direction. A pod
-// that leaves the rules loses its count.
+// that leaves the rules loses its count. On an IPv6 node a pod's egress
+// drops include those of its IPv4 egress.
 func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Drops, error) {
 	// Its own connection, not the writers' kept one: a scrape does not
 	// wait for a write, nor a write for a scrape.
@@ -303,6 +319,22 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 	if err != nil {
 		return nil, err
 	}
+	if f == policyIPv6 {
+		// The IPv4 egress drops of the same pods (table ip of an IPv6
+		// node), counted with their IPv6 egress drops: the counters
+		// bear the same chain names.
+		v4, err := nft.table(nftables.TableFamilyIPv4, PolicyTable)
+		if err != nil {
+			return nil, err
+		}
+		if v4 != nil {
+			more, err := nft.objects(v4)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, more...)
+		}
+	}
 	for _, o := range objs {
 		c, ok := o.(*nftables.CounterObj)
 		if !ok {
@@ -315,9 +347,9 @@ func (d *Dataplane) PolicyDrops(ctx context.Context) (map[netip.Addr]verdicts.Dr
 		for _, addr := range addrs[chain] {
 			v := out[addr]
 			if in {
-				v.Ingress = c.Packets
+				v.Ingress += c.Packets
 			} else {
-				v.Egress = c.Packets
+				v.Egress += c.Packets
 			}
 			out[addr] = v
 		}

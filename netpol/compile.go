@@ -85,7 +85,7 @@ func compile(local []Local, mode Mode, rulesOf func(Pod) PodRules) Ruleset {
 		}
 		if l.Unknown {
 			if mode == Strict {
-				rs.Pods = append(rs.Pods, PodRules{Pod: ref, Ingress: &Isolation{}, Egress: &Isolation{}})
+				rs.Pods = append(rs.Pods, PodRules{Pod: ref, Ingress: &Isolation{}, Egress: &Isolation{}, EgressV4Veth: l.EgressV4Veth})
 			}
 			continue
 		}
@@ -94,6 +94,7 @@ func compile(local []Local, mode Mode, rulesOf func(Pod) PodRules) Ruleset {
 			continue
 		}
 		r.Pod = ref
+		r.EgressV4Veth = l.EgressV4Veth
 		rs.Pods = append(rs.Pods, r)
 	}
 	slices.SortFunc(rs.Pods, func(a, b PodRules) int {

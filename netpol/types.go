@@ -103,6 +103,9 @@ type Local struct {
 	// server has not told it of the pod yet). Under Strict such a pod is
 	// isolated both ways with nothing allowed; under Standard it is open.
 	Unknown bool
+	// EgressV4Veth is the host end of the pod's IPv4 egress veth (an
+	// IPv6 node with ENABLE_V4_EGRESS), carried into its PodRules.
+	EgressV4Veth string
 	// Bound says the API server has bound the pod to this node and it
 	// has no address here yet: its verdicts are compiled all the same,
 	// with no address, so that its rules are in place before its Add.

@@ -51,6 +51,11 @@ type PodRules struct {
 	// Ingress and Egress are nil when the pod is open in that direction.
 	Ingress *Isolation
 	Egress  *Isolation
+	// EgressV4Veth, on an IPv6 node with IPv4 egress (ENABLE_V4_EGRESS),
+	// is the host end of the pod's IPv4 egress veth, named before the
+	// egress plugin makes it: Egress judges the pod's IPv4 traffic
+	// leaving through it too. Empty: the pod has none.
+	EgressV4Veth string
 }
 
 // Isolation is what passes in one direction of an isolated pod: a

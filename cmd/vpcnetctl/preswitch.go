@@ -76,13 +76,7 @@ func preswitch(ctx context.Context, cs kubernetes.Interface, namespace string) (
 		}
 		r.Settings = append(r.Settings, e.Name+"="+e.Value)
 	}
-	cfg, err := config.LoadEnviron(r.Settings)
-	if err == nil && cfg.IPv6 && cfg.NetworkPolicy && cfg.V4Egress {
-		// vpcnetd refuses these settings (its policy table of an IPv6
-		// node judges IPv6 traffic only, and the pods' IPv4 egress
-		// would pass unjudged): say so before the switch, not after.
-		r.Refused = append(r.Refused, "ENABLE_IPv6=\"true\" with ENABLE_V4_EGRESS=\"true\" and NetworkPolicy enforcement on: vpcnet judges IPv6 pods' IPv6 traffic only, and their IPv4 egress through the node (169.254.172.0/22, SNATed to the node's address) would pass every policy, so vpcnetd refuses to start; set ENABLE_V4_EGRESS=\"false\", or VPCNET_NETWORK_POLICY=\"off\" with a policy engine chained that judges both")
-	}
+	_, err = config.LoadEnviron(r.Settings)
 	if err != nil {
 		var cerr *config.Error
 		if !errors.As(err, &cerr) {

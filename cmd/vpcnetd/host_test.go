@@ -1,29 +1,38 @@
 package main
 
 import (
-	"errors"
 	"testing"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/vpcnet/vpcnet/config"
+	"github.com/vpcnet/vpcnet/dataplane"
+	"github.com/vpcnet/vpcnet/ipam"
 )
 
 // An IPv6 node enforces NetworkPolicy as an IPv4 one does (its Dataplane
 // writes table ip6 vpcnet-policy): with a Kubernetes API and enforcement
 // on, it watches the policies and writes the rules, where it once
-// refused to start.
-// An IPv6 node whose pods also reach IPv4 through the node cannot judge
-// that traffic, so it refuses to start rather than let it pass.
-func TestIPv6NodeWithIPv4EgressRefusesToEnforceWhatItCannotJudge(t *testing.T) {
+// refused to start. With IPv4 egress on (aws-node's IPv6 default), where
+// it refused too, its pods' IPv4 egress is judged by their egress
+// policies at the veth vpcnet-egress-v4 makes for the attachment.
+func TestIPv6NodeWithIPv4EgressStartsAndJudgesTheEgressVeths(t *testing.T) {
 	rc := &rest.Config{Host: "https://127.0.0.1:1"}
 	cfg := config.Config{IPv6: true, V4Egress: true, NetworkPolicy: true}
-	if _, err := policyOptions(cfg, rc, nil); !errors.Is(err, errIPv6PolicyV4Egress) {
-		t.Fatalf("policyOptions = %v, want errIPv6PolicyV4Egress", err)
+	o, err := policyOptions(t.Context(), cfg, rc, nil)
+	if err != nil {
+		t.Fatalf("policyOptions with ENABLE_IPv6, ENABLE_V4_EGRESS and enforcement on: %v", err)
 	}
-	cfg.NetworkPolicy = false
-	if _, err := policyOptions(cfg, rc, nil); err != nil {
-		t.Fatalf("with enforcement off: %v", err)
+	if o.Source == nil {
+		t.Fatalf("enforcement off (%q), want on", o.Off)
+	}
+	key := ipam.Key{Network: "vpcnet", ContainerID: "0123abcd", IfName: "eth0"}
+	if o.EgressV4Veth == nil || o.EgressV4Veth(key) != dataplane.EgressV4VethName("vpcnet", "0123abcd", "eth0") {
+		t.Errorf("the agent does not name the attachment's egress veth as vpcnet-egress-v4 does")
+	}
+	cfg.V4Egress = false
+	if o, err := policyOptions(t.Context(), cfg, rc, nil); err != nil || o.EgressV4Veth != nil {
+		t.Errorf("without IPv4 egress: %v, egress veths named: %v", err, o.EgressV4Veth != nil)
 	}
 }
 
@@ -42,7 +51,7 @@ func TestIPv6NodeEnforcesNetworkPolicy(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Config{IPv6: tt.ipv6, IPv4: !tt.ipv6, NetworkPolicy: tt.pol}
-			o, err := policyOptions(cfg, tt.rc, nil)
+			o, err := policyOptions(t.Context(), cfg, tt.rc, nil)
 			if err != nil {
 				t.Fatalf("policyOptions: %v", err)
 			}

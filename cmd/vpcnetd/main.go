@@ -22,6 +22,7 @@ import (
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/dataplane"
 	"github.com/vpcnet/vpcnet/internal/idlegc"
+	"github.com/vpcnet/vpcnet/ipam"
 	"github.com/vpcnet/vpcnet/kube"
 	"github.com/vpcnet/vpcnet/leakgc"
 )
@@ -67,11 +68,11 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("EC2 client: %w", err)
 	}
-	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix, IPv6Policy: cfg.IPv6})
+	dp, err := dataplane.New(dataplane.Options{Log: log, VethPrefix: cfg.VethPrefix, IPv6Policy: cfg.IPv6, EgressV4Policy: cfg.IPv6 && cfg.V4Egress})
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	pol, err := policyOptions(cfg, rc, dp)
+	pol, err := policyOptions(ctx, cfg, rc, dp)
 	if err != nil {
 		return err
 	}
@@ -100,17 +101,10 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return a.Run(ctx)
 }
 
-// errIPv6PolicyV4Egress stops an IPv6 node that would enforce
-// NetworkPolicy while its pods also reach IPv4 destinations through the
-// node (vpcnet-egress-v4): the policy table of an IPv6 node judges its
-// pods' IPv6 traffic only, and an egress-isolated pod would still reach
-// every IPv4 address its policies forbid.
-var errIPv6PolicyV4Egress = errors.New("ENABLE_IPv6=true with ENABLE_V4_EGRESS=true and VPCNET_NETWORK_POLICY=on: vpcnet judges IPv6 pods' IPv6 traffic only, and their IPv4 egress through the node would pass every NetworkPolicy unjudged; set ENABLE_V4_EGRESS=false (pods reach IPv4 destinations only through a NAT64/DNS64 path), or VPCNET_NETWORK_POLICY=off and chain a policy engine that judges both (README, Network policy)")
-
 // policyOptions turns NetworkPolicy enforcement on when the API server
 // is configured and VPCNET_NETWORK_POLICY is on. Off, the agent still
 // counts the cluster's policies, to name those it leaves unenforced.
-func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) (agent.PolicyOptions, error) {
+func policyOptions(ctx context.Context, cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) (agent.PolicyOptions, error) {
 	o := agent.PolicyOptions{Mode: cfg.NetworkPolicyMode, LogDrops: cfg.NetworkPolicyLogDrops}
 	if rc == nil {
 		o.Off = "no Kubernetes API (KUBERNETES_SERVICE_HOST and VPCNET_KUBECONFIG are unset): there are no NetworkPolicy objects to read"
@@ -126,7 +120,26 @@ func policyOptions(cfg config.Config, rc *rest.Config, dp *dataplane.Dataplane) 
 		return o, nil
 	}
 	if cfg.IPv6 && cfg.V4Egress {
-		return o, errIPv6PolicyV4Egress
+		// The pods' IPv4 egress through their egress veths is judged by
+		// their egress policies too (table ip vpcnet-policy): the veth's
+		// name follows from the attachment, as vpcnet-egress-v4 names it,
+		// but for pods aws-node's egress-cni wired before a switch-over,
+		// whose veths it named at random: those are found once, here.
+		// Not finding them would leave them unjudged, so it stops the
+		// agent.
+		wired := map[string]string{}
+		if dp != nil {
+			var err error
+			if wired, err = dp.EgressV4VethsByContainer(ctx, cfg.EgressV4IPAMDir); err != nil {
+				return o, fmt.Errorf("find the IPv4 egress veths of the pods already wired (VPCNET_EGRESS_V4_IPAM_DIR=%s): %w", cfg.EgressV4IPAMDir, err)
+			}
+		}
+		o.EgressV4Veth = func(k ipam.Key) string {
+			if v, ok := wired[k.ContainerID]; ok {
+				return v
+			}
+			return dataplane.EgressV4VethName(k.Network, k.ContainerID, k.IfName)
+		}
 	}
 	o.Source, o.Rules = kube.NewPolicyWatch(src), dp
 	return o, nil
