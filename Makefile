@@ -225,8 +225,11 @@ cluster-test: build-image-bins kube-bins aws-node-bins
 
 # cluster-demo brings up the local cloud with Kubernetes, deploys ten pods
 # and checks connectivity with kubectl, then removes everything.
+# FAMILY=ipv6 does it on an IPv6 single-stack cluster (a dual-stack VPC,
+# vpcnet in IPv6 mode).
+FAMILY ?= ipv4
 cluster-demo: build-image-bins kube-bins
-	hack/cluster-demo.sh
+	VPCNET_DEMO_FAMILY=$(FAMILY) hack/cluster-demo.sh
 
 # conformance runs Kubernetes' own e2e tests on a local cluster (package
 # conformance): CONFORMANCE=network (the default) is every sig-network
