@@ -225,14 +225,19 @@ cluster-test: build-image-bins kube-bins aws-node-bins
 
 # cluster-demo brings up the local cloud with Kubernetes, deploys ten pods
 # and checks connectivity with kubectl, then removes everything.
+# FAMILY=ipv6 does it on an IPv6 single-stack cluster (a dual-stack VPC,
+# vpcnet in IPv6 mode).
+FAMILY ?= ipv4
 cluster-demo: build-image-bins kube-bins
-	hack/cluster-demo.sh
+	VPCNET_DEMO_FAMILY=$(FAMILY) hack/cluster-demo.sh
 
 # conformance runs Kubernetes' own e2e tests on a local cluster (package
 # conformance): CONFORMANCE=network (the default) is every sig-network
 # [Conformance] test plus the pod network's other non-disruptive tests and
 # rewrites CONFORMANCE.md; CONFORMANCE=ci is the bounded subset .ci/run
-# runs. e2e.test and agnhost are built from the Go module proxy at the
+# runs; CONFORMANCE=ipv6 is the network selection on an IPv6 single-stack
+# cluster (a dual-stack VPC, vpcnet in IPv6 mode) and rewrites
+# CONFORMANCE-ipv6.md. e2e.test and agnhost are built from the Go module proxy at the
 # cluster's Kubernetes release (tools/e2e) and cached like the other
 # programs; the e2e images are made of them and of Debian's busybox-static,
 # bind9-dnsutils, curl, wget, netcat-openbsd, iproute2, socat, conntrack and
@@ -242,7 +247,7 @@ conformance: build-image-bins kube-bins
 	e2e="$$(hack/kube-build.sh e2e.test)" && agnhost="$$(hack/kube-build.sh agnhost)" && ginkgo="$$(hack/kube-build.sh ginkgo)" && \
 	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_E2E_TEST="$$e2e" VPCNET_AGNHOST="$$agnhost" VPCNET_GINKGO="$$ginkgo" \
 	CONFORMANCE=$(CONFORMANCE) CONFORMANCE_COMMAND="make conformance$(if $(filter-out network,$(CONFORMANCE)), CONFORMANCE=$(CONFORMANCE))" \
-	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,$(if $(filter netpol,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE-netpol.md,)) \
+	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,$(if $(filter netpol ipv6,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE-$(CONFORMANCE).md,)) \
 	$(GO) test -count=1 -v -timeout 150m -run '^TestConformance$$' ./conformance
 
 # netpol runs Kubernetes' NetworkPolicy e2e tests (every

@@ -3,11 +3,13 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,6 +47,21 @@ instances:
 seed: 1
 `
 
+// topologyIPv6 is topology made dual-stack, as an EKS IPv6 cluster's VPC
+// is: an Amazon-provided /56, a /64 for the subnet, and an IPv6 address
+// for each new ENI, which the node's kubelet registers.
+const topologyIPv6 = `
+region: us-west-2
+vpc: {id: vpc-0e2e6, cidrs: [10.0.0.0/16], ipv6Cidr: '2600:1f14:e2e:6600::/56'}
+subnets:
+  - {id: subnet-a, az: us-west-2a, cidr: 10.0.0.0/24, ipv6Cidr: '2600:1f14:e2e:6601::/64', assignIpv6AddressOnCreation: true}
+securityGroups: [sg-0e2e]
+instances:
+  - {id: i-node1, type: m5.large, subnet: subnet-a}
+  - {id: i-node2, type: m5.large, subnet: subnet-a}
+seed: 1
+`
+
 // TestConformance runs the selection's tests of Kubernetes' e2e suite on a
 // cluster of the local cloud and fails if any of them fails. Only `make
 // conformance` runs it.
@@ -64,7 +81,7 @@ func TestConformance(t *testing.T) {
 	}
 	sel, ok := Selections[os.Getenv(envSel)]
 	if !ok {
-		t.Fatalf("%s=%q names no selection (choose one of network, ci)", envSel, os.Getenv(envSel))
+		t.Fatalf("%s=%q names no selection (choose one of %s)", envSel, os.Getenv(envSel), strings.Join(slices.Sorted(maps.Keys(Selections)), ", "))
 	}
 	// Interrupted (Ctrl-C, or CI's timeout): stop the suite, then tear the
 	// cluster down as on any other end.
@@ -94,7 +111,11 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := sim.ParseTopology([]byte(topology))
+	topoText := topology
+	if sel.Family == kubecluster.IPv6 {
+		topoText = topologyIPv6
+	}
+	topo, err := sim.ParseTopology([]byte(topoText))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +127,7 @@ func TestConformance(t *testing.T) {
 		Bins:     bins,
 		RepoRoot: repo,
 		E2E:      images,
+		Family:   sel.Family,
 	})
 	if err != nil {
 		cancel()
@@ -161,6 +183,9 @@ func TestConformance(t *testing.T) {
 		}
 		if run.Command == "" {
 			run.Command = "make conformance CONFORMANCE=" + sel.Name
+		}
+		if sel.Family == kubecluster.IPv6 {
+			run.Notes = append(run.Notes, fmt.Sprintf("The cluster is IPv6 single-stack on a dual-stack VPC, as an EKS IPv6 cluster: Services in %s (kube-dns at %s), kubelets registered by their primary ENI's IPv6 address, kube-proxy (nftables) and CoreDNS in IPv6, and vpcnet in aws-node's IPv6 mode (ENABLE_IPv6=true, ENABLE_IPv4=false, ENABLE_PREFIX_DELEGATION=true: a /80 per node, IPv4 egress through the node, which CoreDNS uses to reach the VPC's resolver; VPCNET_NETWORK_POLICY=off, which vpcnetd requires beside IPv4 egress and no test of this selection needs). The suite finds the family itself, from the kubernetes Service's address, and tests in IPv6.", c.ServiceRange(), c.DNSAddress()))
 		}
 		if len(images.Unbuilt) > 0 {
 			run.Notes = append(run.Notes, fmt.Sprintf("Images the suite names that no recipe builds (a selected test that ran one would fail with ErrImagePull, and none did if the table shows no such failure): %s.", strings.Join(images.Unbuilt, ", ")))

@@ -128,7 +128,8 @@ func firstLines(s string, n int) string {
 }
 
 // Select keeps the results of the tests a selection chose, in name order:
-// those its focus matches and its exclusions do not and, of those, the ones it skips are marked
+// those its focus matches and its exclusions do not, and those it lists;
+// of those, the ones it skips are marked
 // skipped with the selection's reason (the suite reports them skipped
 // with no reason of ours).
 func Select(results []Result, sel Selection) []Result {
@@ -138,7 +139,8 @@ func Select(results []Result, sel Selection) []Result {
 			out = append(out, r) // failed: every test after it is in doubt
 			continue
 		}
-		if !sel.Focus.MatchString(r.Name) || (sel.Exclude != nil && sel.Exclude.MatchString(r.Name)) {
+		listed := sel.Listed != nil && sel.Listed.MatchString(r.Name)
+		if !listed && (!sel.Focus.MatchString(r.Name) || (sel.Exclude != nil && sel.Exclude.MatchString(r.Name))) {
 			continue
 		}
 		if why := sel.skipReason(r.Name); why != "" {

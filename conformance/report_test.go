@@ -132,6 +132,15 @@ func TestSelectionsSkipOnlyWithAReasonAndFocusOnSigNetwork(t *testing.T) {
 		if _, err := regexp.Compile(sel.GinkgoSkip()); err != nil {
 			t.Errorf("%s: --ginkgo.skip %q: %v", name, sel.GinkgoSkip(), err)
 		}
+		if sel.Listed != nil {
+			// A listed test runs nowhere (Exclude keeps it from the
+			// suite): the report must say why.
+			for _, example := range []string{"[Feature:IPv6DualStack]", "[Feature:Networking-IPv6]"} {
+				if sel.Listed.MatchString(example) && sel.skipReason(example) == "" {
+					t.Errorf("%s lists %s without a skip reason", name, example)
+				}
+			}
+		}
 	}
 }
 
@@ -156,5 +165,41 @@ func TestTheNetPolSelectionRunsTheSCTPPolicyChecksButNotSCTPTraffic(t *testing.T
 		if got != c.want {
 			t.Errorf("%s: %s, want %s", c.test, got, c.want)
 		}
+	}
+}
+
+// TestTheIPv6RunListsTheDualStackTestsAsSkippedAndRunsTheRest: the IPv6
+// run selects what the network run does, and lists the suite's IPv6
+// feature tests (left out by the [Feature: exclusion) as skipped with a
+// reason about the local cloud, while other [Feature:] and [Serial]
+// tests stay out of its report.
+func TestTheIPv6RunListsTheDualStackTestsAsSkippedAndRunsTheRest(t *testing.T) {
+	const junit = `<testsuites><testsuite>
+<testcase name="[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]" status="passed" time="3"></testcase>
+<testcase name="[It] [sig-network] [Feature:IPv6DualStack] should have ipv4 and ipv6 internal node ip" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv6] [Experimental][LinuxOnly]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] Services should be able to up and down services [Serial]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`
+	all, err := ParseJUnit(strings.NewReader(junit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Select(all, IPv6)
+	if len(got) != 3 {
+		t.Fatalf("IPv6 run reports %d tests, want 3: %+v", len(got), got)
+	}
+	for _, r := range got {
+		switch {
+		case strings.Contains(r.Name, "basic endpoint"):
+			if r.Status != Passed {
+				t.Errorf("%s: %s", r.Name, r.Status)
+			}
+		case r.Status != Skipped || !r.BySelection || !strings.Contains(r.Reason, "local cloud"):
+			t.Errorf("%s: %s %q, want skipped by the selection with a reason about the local cloud", r.Name, r.Status, r.Reason)
+		}
+	}
+	if IPv6.Family != "ipv6" || Network.Family != "" || CI.Family != "" {
+		t.Errorf("families: ipv6 %q, network %q, ci %q", IPv6.Family, Network.Family, CI.Family)
 	}
 }

@@ -3,6 +3,8 @@ package conformance
 import (
 	"regexp"
 	"strings"
+
+	"github.com/vpcnet/vpcnet/simcluster/kubecluster"
 )
 
 // Selection is which of the suite's tests a run is for: those Focus
@@ -13,7 +15,15 @@ type Selection struct {
 	Name    string
 	Focus   *regexp.Regexp
 	Exclude *regexp.Regexp
-	Skips   []Skip
+	// Listed are tests Exclude leaves out that the report still lists,
+	// each skipped with its Skip's reason (every one must match a Skip):
+	// what a reader of the run looks for and should find explained, as
+	// the IPv6 run's dual-stack tests.
+	Listed *regexp.Regexp
+	Skips  []Skip
+	// Family is the IP family of the cluster the run brings up (IPv4
+	// when empty), single-stack.
+	Family kubecluster.Family
 }
 
 // Skip is a test the local cloud cannot run, and why.
@@ -56,9 +66,11 @@ var notSelected = `\[Serial\]|\[Disruptive\]|\[Slow\]|\[Feature:|\[Flaky\]|\[Exp
 // localCloudSkips are the selected tests the local cloud cannot serve.
 var localCloudSkips = []Skip{
 	{Pattern: `LoadBalancer`, Reason: "needs a cloud load balancer controller (on AWS, the AWS Load Balancer Controller); the local cloud emulates no ELB"},
-	{Pattern: `IPv6|\[IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "IPv6: the local cloud's VPC and vpcnet are IPv4-only until the IPv6 issue lands"},
-	{Pattern: `\[Feature:SCTPConnectivity\]|SCTP`, Reason: "SCTP: this machine's kernel has no sctp module"},
+	{Pattern: `IPv6|\[IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "IPv6: this run's cluster is IPv4 single-stack; the IPv6 run (make conformance CONFORMANCE=ipv6) runs the IPv6 tests on an IPv6 cluster"},
+	sctpSkip,
 }
+
+var sctpSkip = Skip{Pattern: `\[Feature:SCTPConnectivity\]|SCTP`, Reason: "SCTP: this machine's kernel has no sctp module"}
 
 // Network is `make conformance`'s selection: every sig-network
 // [Conformance] test, and the pod network's other non-disruptive tests
@@ -105,5 +117,25 @@ var NetPol = Selection{
 	},
 }
 
+// IPv6 is `make conformance CONFORMANCE=ipv6`'s selection: Network's
+// tests on an IPv6 single-stack cluster (family.go in kubecluster: Services,
+// kubelets, kube-proxy and CoreDNS in IPv6, vpcnet in aws-node's IPv6
+// mode on a dual-stack VPC), where the suite sees the kubernetes
+// Service's IPv6 address and tests in IPv6 (its ClusterIsIPv6). The
+// suite's IPv6 feature tests are listed: none applies to the local cloud.
+var IPv6 = Selection{
+	Name:    "ipv6",
+	Focus:   Network.Focus,
+	Exclude: regexp.MustCompile(notSelected),
+	Listed:  regexp.MustCompile(`\[Feature:IPv6DualStack\]|\[Feature:Networking-IPv6\]`),
+	Skips: []Skip{
+		localCloudSkips[0],
+		{Pattern: `\[Feature:IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "dual-stack: the local cloud's IPv6 cluster is single-stack IPv6, as an EKS IPv6 cluster is (its VPC is dual-stack, its Services and pods are not)"},
+		{Pattern: `\[Feature:Networking-IPv6\]`, Reason: "Internet: the local cloud has none; its internet namespace answers at 2001:db8:100::10, not at 2001:4860:4860::8888 (Google's public DNS), which the test connects to"},
+		sctpSkip,
+	},
+	Family: kubecluster.IPv6,
+}
+
 // Selections by name, for CONFORMANCE=NAME.
-var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI, NetPol.Name: NetPol}
+var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI, NetPol.Name: NetPol, IPv6.Name: IPv6}

@@ -4,15 +4,19 @@
 # vpcnet installed from deploy/vpcnet.yaml, ten pods of a Deployment with
 # VPC addresses, pod to pod across nodes and pod to a ClusterIP Service,
 # all with kubectl; then everything is removed. Needs root.
+# VPCNET_DEMO_FAMILY=ipv6 (make cluster-demo FAMILY=ipv6) runs the same on
+# an IPv6 single-stack cluster on a dual-stack VPC: pods on IPv6
+# addresses of their node's /80, an IPv6 ClusterIP, AAAA from CoreDNS.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$root/bin"
 state="${VPCNET_DEMO_STATE:-/run/vpcnet-kube-demo}"
+family="${VPCNET_DEMO_FAMILY:-ipv4}"
 ctl() { "$bin/vpcnetctl" sim "$@" --state "$state"; }
 k() { "$bin/kube/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
 
-ctl up --kubernetes --bin "$bin" --repo "$root"
+ctl up --kubernetes --family "$family" --bin "$bin" --repo "$root"
 trap 'echo "+ vpcnetctl sim down"; ctl down' EXIT
 
 run() { echo "+ kubectl $*"; k "$@"; }
@@ -56,6 +60,10 @@ node1="$(k get nodes -o jsonpath='{.items[0].metadata.name}')"
 node2="$(k get nodes -o jsonpath='{.items[1].metadata.name}')"
 far="$(k get pods -l app=web --field-selector spec.nodeName="$node2" -o jsonpath='{.items[0].status.podIP}')"
 svc="$(k get service web -o jsonpath='{.spec.clusterIP}')"
+# An IPv6 address in a URL is bracketed.
+bracket() { case "$1" in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
+far="$(bracket "$far")"
+svc="$(bracket "$svc")"
 overrides='{"spec":{"nodeName":"'"$node1"'","containers":[{"name":"check","image":"vpcnet.local/testserver:local","imagePullPolicy":"Never","args":["get","http://'"$far"':8080/","http://'"$svc"'/","http://web/"]}]}}'
 run run check --image=vpcnet.local/testserver:local --restart=Never --overrides="$overrides"
 for _ in $(seq 1 120); do

@@ -112,3 +112,34 @@ func TestSimDemoRefusesTheKubernetesFlags(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 2 refusing --kubernetes", code, errw.String())
 	}
 }
+
+// `sim up --kubernetes --family ipv6` (make cluster-demo FAMILY=ipv6)
+// starts the background process with the family, and without --topology
+// on the demo's VPC made dual-stack, whose subnet gives every node an
+// IPv6 address; the IPv4 demo's VPC stays IPv4-only.
+func TestSimUpWithFamilyIPv6UsesADualStackVPCAndPassesTheFamilyOn(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		dualStack bool
+	}{
+		{[]string{"--kubernetes", "--family", "ipv6"}, true},
+		{[]string{"--kubernetes"}, false},
+	} {
+		fs := simFlags("up", "", &bytes.Buffer{})
+		cf := addClusterFlags(fs)
+		if _, err := parseSimFlags(fs, append([]string{"--bin", fakeBin(t)}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := cf.options(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sn := opts.Topology.Subnets[0]
+		if got := sn.IPv6CIDR != "" && sn.AssignIPv6AddressOnCreation; got != c.dualStack {
+			t.Errorf("%v: subnet %+v dual-stack %v, want %v", c.args, sn, got, c.dualStack)
+		}
+		if args := strings.Join(cf.runArgs(opts), " "); !strings.Contains(args, "--family "+*cf.family) {
+			t.Errorf("%v: sim run is started with %q, without the family", c.args, args)
+		}
+	}
+}

@@ -23,6 +23,11 @@ import (
 //go:embed demo-topology.yaml
 var demoTopology []byte
 
+// demoTopologyIPv6 is the demo's VPC made dual-stack, for --family ipv6.
+//
+//go:embed demo-topology-ipv6.yaml
+var demoTopologyIPv6 []byte
+
 // clusterFlags are the flags that say which cluster to build.
 type clusterFlags struct {
 	topology, bin, state, prefix *string
@@ -32,6 +37,8 @@ type clusterFlags struct {
 	// a kubelet and kube-proxy, with vpcnet installed as a DaemonSet.
 	kubernetes    *bool
 	kubeBin, repo *string
+	// family is the Kubernetes cluster's IP family (--family).
+	family *string
 }
 
 // addClusterFlags registers the flags of `sim up` and `sim run`.
@@ -40,6 +47,7 @@ func addClusterFlags(fs *flag.FlagSet) clusterFlags {
 	f.kubernetes = fs.Bool("kubernetes", false, "run a real Kubernetes cluster on the local cloud: control plane, containerd + kubelet + kube-proxy on every node, vpcnet installed from deploy/vpcnet.yaml (see README, make cluster-demo)")
 	f.kubeBin = fs.String("kube-bin", "", "with --kubernetes: `DIR` of the Kubernetes and containerd programs (make kube-bins links them there); empty means kube/ under --bin")
 	f.repo = fs.String("repo", ".", "with --kubernetes: this repository's checkout `DIR` (deploy/vpcnet.yaml, the test images' sources)")
+	f.family = fs.String("family", "ipv4", "with --kubernetes: the cluster's IP `FAMILY`, ipv4 or ipv6 (single-stack IPv6 on a dual-stack VPC, vpcnet in IPv6 mode; without --topology the demo's VPC made dual-stack)")
 	return f
 }
 
@@ -53,7 +61,7 @@ func addCloudFlags(fs *flag.FlagSet, stateDefault, stateUsage string) clusterFla
 		state:      fs.String("state", stateDefault, stateUsage),
 		prefix:     fs.String("prefix", "", "start of the cluster's namespace names; empty means vpcsim- and a hash of the --state path, so clusters with different state directories never share names"),
 		agentEnv:   new(stringList),
-		kubernetes: new(bool), kubeBin: new(string), repo: new(string),
+		kubernetes: new(bool), kubeBin: new(string), repo: new(string), family: new(string),
 	}
 	fs.Var(f.agentEnv, "agent-env", "a setting for every node's vpcnetd, `NAME=VALUE` as in docs/settings.md (repeatable); checked with the agent's own parser before anything starts")
 	return f
@@ -86,7 +94,11 @@ func (f clusterFlags) kubeOptions(opts simcluster.Options) (kubecluster.Options,
 			return kubecluster.Options{}, fmt.Errorf("%s is not in %s, and the vpcnet image needs it (run `make build-image-bins`): %w", b, opts.BinDir, err)
 		}
 	}
-	return kubecluster.Options{Sim: opts, Bins: bins, RepoRoot: repo, Logger: opts.Logger}, nil
+	family := kubecluster.Family(*f.family)
+	if family != kubecluster.IPv4 && family != kubecluster.IPv6 && family != "" {
+		return kubecluster.Options{}, fmt.Errorf("%w: --family %q: want ipv4 or ipv6", errUsage, *f.family)
+	}
+	return kubecluster.Options{Sim: opts, Bins: bins, RepoRoot: repo, Family: family, Logger: opts.Logger}, nil
 }
 
 // options reads and checks everything the flags name: the topology (its
@@ -96,9 +108,13 @@ func (f clusterFlags) kubeOptions(opts simcluster.Options) (kubecluster.Options,
 func (f clusterFlags) options(log *slog.Logger) (simcluster.Options, error) {
 	var topo *sim.Topology
 	var err error
+	demo := demoTopology
+	if *f.kubernetes && kubecluster.Family(*f.family) == kubecluster.IPv6 {
+		demo = demoTopologyIPv6
+	}
 	if *f.topology != "" {
 		topo, err = sim.LoadTopology(*f.topology)
-	} else if topo, err = sim.ParseTopology(demoTopology); err != nil {
+	} else if topo, err = sim.ParseTopology(demo); err != nil {
 		err = fmt.Errorf("the built-in demo topology: %w", err)
 	}
 	if err != nil {
@@ -181,7 +197,7 @@ func (f clusterFlags) runArgs(opts simcluster.Options) []string {
 		args = append(args, "--agent-env", kv)
 	}
 	if *f.kubernetes {
-		args = append(args, "--kubernetes", "--repo", *f.repo)
+		args = append(args, "--kubernetes", "--repo", *f.repo, "--family", *f.family)
 		if *f.kubeBin != "" {
 			args = append(args, "--kube-bin", *f.kubeBin)
 		}
@@ -192,7 +208,7 @@ func (f clusterFlags) runArgs(opts simcluster.Options) []string {
 // simUp starts the cluster in a background process (`sim run`) and returns
 // once every agent is ready.
 func simUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--agent-env NAME=VALUE]... [--kubernetes [--kube-bin DIR] [--repo DIR]]", stderr)
+	fs := simFlags("up", "[--topology FILE] [--bin DIR] [--state DIR] [--prefix PREFIX] [--agent-env NAME=VALUE]... [--kubernetes [--kube-bin DIR] [--repo DIR] [--family ipv4|ipv6]]", stderr)
 	cf := addClusterFlags(fs)
 	pos, err := parseSimFlags(fs, args)
 	if err != nil {

@@ -1,10 +1,12 @@
 package kubecluster
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"fmt"
 	"net/netip"
+	"text/template"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,8 +27,10 @@ const (
 	CoreDNSImage   = "vpcnet.local/coredns:local"
 )
 
-// ClusterDNS is the kube-dns Service's address, the tenth of ServiceCIDR as
-// kubeadm chooses it; every kubelet gives it to ClusterFirst pods.
+// ClusterDNS is an IPv4 cluster's kube-dns Service address, the tenth of
+// ServiceCIDR as kubeadm chooses it; every kubelet gives it to
+// ClusterFirst pods. An IPv6 cluster's is the tenth of its range
+// (family.go).
 const ClusterDNS = "10.96.0.10"
 
 // installAddons applies kube-proxy's DaemonSet and CoreDNS's Deployment.
@@ -34,16 +38,30 @@ const ClusterDNS = "10.96.0.10"
 // for a pod network; CoreDNS's pods start once vpcnet is ready.
 func (c *Cluster) installAddons(ctx context.Context) error {
 	for _, f := range []string{"addons/kube-proxy.yaml", "addons/coredns.yaml"} {
-		data, err := addons.ReadFile(f)
+		data, err := addonManifest(f, c.net)
 		if err != nil {
 			return err
 		}
-		c.log.Info("installing add-on", "manifest", f)
+		c.log.Info("installing add-on", "manifest", f, "family", c.net.Family)
 		if err := kubetest.Apply(ctx, c.Config, data); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
 	return nil
+}
+
+// addonManifest is an add-on's manifest for the cluster's network: the
+// files are templates of its addresses.
+func addonManifest(name string, nw network) ([]byte, error) {
+	t, err := template.ParseFS(addons, name)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, nw); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return b.Bytes(), nil
 }
 
 // WaitAddonsReady waits until kube-proxy runs on every node and every

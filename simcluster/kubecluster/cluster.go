@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,6 +121,9 @@ type Options struct {
 	// E2E, when set, also builds the images Kubernetes' e2e tests run
 	// (E2EImageRefs) and imports them into every node.
 	E2E *E2EImages
+	// Family is the cluster's IP family: IPv4 (the default, "" too) or
+	// IPv6, single-stack either way (family.go says what changes).
+	Family Family
 	// ControlPlaneOnly runs etcd and kube-apiserver and no kubelet: the
 	// local cloud's own agents (simcluster's, not the DaemonSet's) use
 	// the API server through VPCKubeconfig, and the caller makes the
@@ -151,6 +155,7 @@ type Cluster struct {
 	Client        kubernetes.Interface
 
 	opts  Options
+	net   network
 	dir   string
 	cp    *controlPlane
 	nodes []*nodeRuntime
@@ -168,7 +173,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	opts.Sim.NoAgents = !opts.ControlPlaneOnly
 	opts.Sim.Logger = opts.Logger
-	c := &Cluster{opts: opts, log: opts.Logger, NodeNames: map[string]string{}}
+	nw, err := networkOf(opts.Family)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, net: nw, log: opts.Logger, NodeNames: map[string]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())
@@ -207,7 +216,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := recordCgroup(st.StateDir, base+"-control-plane"); err != nil {
 		return nil, err
 	}
-	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), base+"-control-plane", opts.Bins, ca); err != nil {
+	if c.cp, err = startControlPlane(ctx, c.Sim.Fabric.RouterNS(), filepath.Join(c.dir, "control-plane"), base+"-control-plane", opts.Bins, ca, nw); err != nil {
 		return nil, err
 	}
 	resolver, err := vpcResolver(opts.Sim.Topology.VPC.CIDRs)
@@ -268,6 +277,18 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			continue // not running
 		}
 		no := opts.Nodes[in.ID]
+		var ipv6 []netip.Addr
+		if ifs, err := c.Sim.Cloud.Interfaces(in.ID); err == nil {
+			for _, i := range ifs {
+				if i.ID == in.PrimaryENI {
+					ipv6 = i.IPv6Addresses
+				}
+			}
+		}
+		nodeIP, err := nw.nodeIP(in.PrivateIP, ipv6)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s: %w", in.ID, err)
+		}
 		name := PrivateDNSName(region, in.PrivateIP.String())
 		if no.Name != "" {
 			name = no.Name
@@ -286,7 +307,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		spec := nodeSpec{
-			ID: in.ID, Name: name, AZ: in.AZ, NetNS: n.NetNS, IP: in.PrivateIP,
+			ID: in.ID, Name: name, AZ: in.AZ, NetNS: n.NetNS, IP: nodeIP, ClusterDNS: nw.ClusterDNS,
 			Dir:      filepath.Join(c.dir, in.ID),
 			Cgroup:   fmt.Sprintf("%s-node%d", base, i),
 			Identity: id, CA: ca.PEM(), Bins: opts.Bins, Resolver: resolver,
@@ -456,6 +477,7 @@ func (c *Cluster) InstallVpcnetOn(ctx context.Context, nodeSelector map[string]s
 		"VPCNET_EC2_ENDPOINT=http://127.0.0.1:8780",
 		"AWS_ACCESS_KEY_ID=local-cloud", "AWS_SECRET_ACCESS_KEY=local-cloud",
 	}
+	env = append(env, c.net.AgentEnv...)
 	if c.opts.StartupTaint != "" {
 		env = append(env, "VPCNET_STARTUP_TAINT="+c.opts.StartupTaint)
 	}

@@ -22,11 +22,12 @@ import (
 // (TEST-NET-1, never routed on the Internet), which every node reaches
 // through its default route and every pod through vpcnet's SNAT. It is
 // also the kubernetes Service's endpoint, which kube-proxy translates
-// 10.96.0.1:443 to.
+// 10.96.0.1:443 to (an IPv6 cluster advertises an IPv6 address beside
+// it: family.go).
 var APIAddress = netip.MustParseAddrPort("192.0.2.1:6443")
 
-// ServiceCIDR is the cluster's ClusterIP range; the kubernetes Service is
-// its first address.
+// ServiceCIDR is an IPv4 cluster's ClusterIP range; the kubernetes
+// Service is its first address. family.go has the IPv6 cluster's.
 const ServiceCIDR = "10.96.0.0/16"
 
 // controlPlane is etcd, kube-apiserver, kube-controller-manager and
@@ -39,6 +40,7 @@ type controlPlane struct {
 	cgroup      string // every component's, so teardown finds them by PID
 	routerNS    string
 	bins        Binaries
+	net         network
 	kubeconfigs map[string]string
 	saPrivate   string
 	caFile      string
@@ -56,12 +58,12 @@ type pkiFiles struct {
 	saPublic, saPrivate             string
 }
 
-func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins Binaries, ca *CA) (_ *controlPlane, err error) {
+func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins Binaries, ca *CA, nw network) (_ *controlPlane, err error) {
 	hs, err := hierarchies()
 	if err != nil {
 		return nil, err
 	}
-	cp := &controlPlane{dir: dir, cgroup: cgroup, hs: hs, routerNS: routerNS, bins: bins, kubeconfigs: map[string]string{}}
+	cp := &controlPlane{dir: dir, cgroup: cgroup, hs: hs, routerNS: routerNS, bins: bins, net: nw, kubeconfigs: map[string]string{}}
 	defer func() {
 		if err != nil {
 			cp.stop()
@@ -70,8 +72,10 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 	if err := makeCgroup(hs, cgroup); err != nil {
 		return nil, err
 	}
-	if err := addLoopbackAddr(routerNS, APIAddress.Addr()); err != nil {
-		return nil, fmt.Errorf("API server address on the VPC router: %w", err)
+	for _, a := range []netip.Addr{APIAddress.Addr(), nw.Advertise.Addr()} {
+		if err := addLoopbackAddr(routerNS, a); err != nil {
+			return nil, fmt.Errorf("API server address on the VPC router: %w", err)
+		}
 	}
 	pki := filepath.Join(dir, "pki")
 	f := pkiFiles{
@@ -81,7 +85,7 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 	}
 	serving, err := ca.Serving("kube-apiserver",
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.IPv4(127, 0, 0, 1), APIAddress.Addr().AsSlice(), net.IPv4(10, 96, 0, 1)})
+		[]net.IP{net.IPv4(127, 0, 0, 1), APIAddress.Addr().AsSlice(), nw.Advertise.Addr().AsSlice(), nw.KubernetesService.AsSlice()})
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +139,8 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 	}
 	apiserver, err := startProcess(routerNS, filepath.Join(logs, "kube-apiserver.log"), env, bins.APIServer,
 		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address=0.0.0.0",
-		"--advertise-address="+APIAddress.Addr().String(),
+		"--bind-address="+nw.BindAddress,
+		"--advertise-address="+nw.Advertise.Addr().String(),
 		fmt.Sprintf("--secure-port=%d", APIAddress.Port()),
 		"--tls-cert-file="+f.serving, "--tls-private-key-file="+f.servingKey,
 		"--client-ca-file="+f.ca,
@@ -148,7 +152,7 @@ func startControlPlane(ctx context.Context, routerNS, dir, cgroup string, bins B
 		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+f.saPublic, "--service-account-signing-key-file="+f.saPrivate,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+nw.ServiceCIDR.String(),
 		"--allow-privileged=true",
 		"--cert-dir="+filepath.Join(dir, "apiserver-certs"))
 	if err != nil {
@@ -177,7 +181,7 @@ func (cp *controlPlane) startControllers() error {
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+cp.saPrivate,
 		"--root-ca-file="+cp.caFile,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+cp.net.ServiceCIDR.String(),
 		// vpcnet gives pods VPC addresses: no pod CIDRs per node.
 		"--allocate-node-cidrs=false",
 		// Without a cloud controller manager nothing else would remove
@@ -272,7 +276,9 @@ func (cp *controlPlane) stop() {
 	}
 }
 
-// addLoopbackAddr puts addr/32 on the loopback of the namespace at nsPath.
+// addLoopbackAddr puts addr (/32 or /128) on the loopback of the
+// namespace at nsPath. An IPv4 one is the same address twice on a
+// dual-stack router: AddrReplace leaves it once.
 func addLoopbackAddr(nsPath string, addr netip.Addr) error {
 	h, err := netns.GetFromPath(nsPath)
 	if err != nil {
@@ -288,7 +294,7 @@ func addLoopbackAddr(nsPath string, addr netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}}
 	if err := nl.AddrReplace(lo, a); err != nil {
 		return fmt.Errorf("add %s to lo in %s: %w", addr, nsPath, err)
 	}

@@ -16,19 +16,25 @@ import (
 type nodeSpec struct {
 	ID, Name, AZ string
 	NetNS        string
-	IP           netip.Addr
-	Dir          string // the node's own directory; everything it writes is below
-	Cgroup       string // cgroup (relative to each hierarchy) of the whole node
-	Taints       []string
-	Labels       []string // KEY=VALUE, registered by the kubelet
-	Identity     Identity // the kubelet's client certificate
-	CA           []byte
+	// IP is the address the kubelet registers and serves on: the
+	// instance's primary IPv4 address, or its IPv6 one in an IPv6
+	// cluster (family.go).
+	IP       netip.Addr
+	Dir      string // the node's own directory; everything it writes is below
+	Cgroup   string // cgroup (relative to each hierarchy) of the whole node
+	Taints   []string
+	Labels   []string // KEY=VALUE, registered by the kubelet
+	Identity Identity // the kubelet's client certificate
+	CA       []byte
 	// Resolver is the VPC's DNS resolver (the VPC's base address plus
 	// two, AmazonProvidedDNS), the only name server in the node's
 	// resolv.conf, as on EC2. Pods with dnsPolicy ClusterFirst use the
 	// cluster's DNS instead (ClusterDNS).
 	Resolver netip.Addr
-	Bins     Binaries
+	// ClusterDNS is the kube-dns Service's address, in the cluster's
+	// family (family.go).
+	ClusterDNS netip.Addr
+	Bins       Binaries
 }
 
 // hostPaths are the host directories a node's kubelet, containerd and the
@@ -165,7 +171,7 @@ cgroupDriver: cgroupfs
 cgroupRoot: {{.Cgroup}}
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 providerID: aws:///{{.AZ}}/{{.ID}}
-address: {{.IP}}
+address: "{{.IP}}"
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -177,7 +183,7 @@ authentication:
 authorization: {mode: AlwaysAllow}
 clusterDomain: cluster.local
 # The kube-dns Service (addons/coredns.yaml), as kubeadm configures it.
-clusterDNS: [{{.ClusterDNS}}]
+clusterDNS: ["{{.ClusterDNS}}"]
 # The node's own resolv.conf (the VPC's resolver), not the machine's.
 resolvConf: {{.Dir}}/resolv.conf
 volumePluginDir: {{.Dir}}/volume-plugins
@@ -266,8 +272,7 @@ func startNode(ctx context.Context, s nodeSpec, pauseImage string) (_ *nodeRunti
 		LabelList   string
 		PauseImage  string
 		Runc        string
-		ClusterDNS  string
-	}{s, hs, binds, fileBinds, sysctls, strings.Join(s.Taints, ","), strings.Join(s.Labels, ","), pauseImage, s.Bins.Runc, ClusterDNS}
+	}{s, hs, binds, fileBinds, sysctls, strings.Join(s.Taints, ","), strings.Join(s.Labels, ","), pauseImage, s.Bins.Runc}
 	for name, t := range map[string]*template.Template{
 		"node.sh": nodeScript, "containerd.toml": containerdConfig, "kubelet.yaml": kubeletConfig,
 	} {
