@@ -98,8 +98,10 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := filepath.Join(os.TempDir(), "vpcnet-conformance")
-	// What a killed earlier run left goes first.
+	// One state directory per selection: a killed earlier run of the same
+	// selection left it, and goes first; runs of two selections (CI's
+	// `ci` and someone's `netpol`) do not share one.
+	state := filepath.Join(os.TempDir(), "vpcnet-conformance-"+sel.Name)
 	if err := kubecluster.FreshStateDir(state); err != nil {
 		t.Fatal(err)
 	}
