@@ -19,7 +19,7 @@ CNI_PLUGINS   := github.com/containernetworking/plugins/plugins/meta/portmap@v1.
                  github.com/containernetworking/plugins/plugins/meta/bandwidth@v1.9.1 \
                  github.com/containernetworking/plugins/plugins/ipam/host-local@v1.9.1
 
-.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady scale-shared scale-failover budget-failover kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol mutants
+.PHONY: all build build-sim test lint unit kubetest bench bench-awsnode generate demo clean fuzz simtest scale-join scale-up scale-restart scale-churn scale-steady scale-shared scale-failover budget-failover kube-bins aws-node-bins build-image-bins cluster-test cluster-demo conformance netpol netpol-ipv6 mutants
 
 all: build
 
@@ -247,7 +247,7 @@ conformance: build-image-bins kube-bins
 	e2e="$$(hack/kube-build.sh e2e.test)" && agnhost="$$(hack/kube-build.sh agnhost)" && ginkgo="$$(hack/kube-build.sh ginkgo)" && \
 	VPCNET_KUBE_BIN_DIR=$(KUBE_BIN) VPCNET_SIM_BIN_DIR=$(BIN) VPCNET_E2E_TEST="$$e2e" VPCNET_AGNHOST="$$agnhost" VPCNET_GINKGO="$$ginkgo" \
 	CONFORMANCE=$(CONFORMANCE) CONFORMANCE_COMMAND="make conformance$(if $(filter-out network,$(CONFORMANCE)), CONFORMANCE=$(CONFORMANCE))" \
-	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,$(if $(filter netpol ipv6,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE-$(CONFORMANCE).md,)) \
+	CONFORMANCE_REPORT=$(if $(filter network,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE.md,$(if $(filter netpol ipv6 netpol-ipv6,$(CONFORMANCE)),$(CURDIR)/CONFORMANCE-$(CONFORMANCE).md,)) \
 	$(GO) test -count=1 -v -timeout 150m -run '^TestConformance$$' ./conformance
 
 # netpol runs Kubernetes' NetworkPolicy e2e tests (every
@@ -256,6 +256,11 @@ conformance: build-image-bins kube-bins
 # enforcement. Same needs as conformance.
 netpol:
 	$(MAKE) conformance CONFORMANCE=netpol
+
+# netpol-ipv6 runs the same NetworkPolicy tests on the IPv6 single-stack
+# cluster (CONFORMANCE=ipv6's) and rewrites CONFORMANCE-netpol-ipv6.md.
+netpol-ipv6:
+	$(MAKE) conformance CONFORMANCE=netpol-ipv6
 
 clean:
 	rm -rf $(BIN)

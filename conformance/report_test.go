@@ -120,7 +120,7 @@ func TestSelectionsSkipOnlyWithAReasonAndFocusOnSigNetwork(t *testing.T) {
 				t.Errorf("%s: skip %q: %v", name, k.Pattern, err)
 			}
 		}
-		if name == NetPol.Name {
+		if name == NetPol.Name || name == NetPolIPv6.Name {
 			continue
 		}
 		if !sel.Focus.MatchString("[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [NodeConformance] [Conformance]") {

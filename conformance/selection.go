@@ -137,5 +137,17 @@ var IPv6 = Selection{
 	Family: kubecluster.IPv6,
 }
 
+// NetPolIPv6 is `make netpol-ipv6`'s selection: NetPol's tests on the
+// IPv6 single-stack cluster (as IPv6's), with vpcnet enforcing in aws-node's
+// IPv6 mode. The suite probes pods over IPv6 there, and its ipBlock
+// tests name the pods' IPv6 addresses.
+var NetPolIPv6 = Selection{
+	Name:    "netpol-ipv6",
+	Focus:   NetPol.Focus,
+	Exclude: NetPol.Exclude,
+	Skips:   NetPol.Skips,
+	Family:  kubecluster.IPv6,
+}
+
 // Selections by name, for CONFORMANCE=NAME.
-var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI, NetPol.Name: NetPol, IPv6.Name: IPv6}
+var Selections = map[string]Selection{Network.Name: Network, CI.Name: CI, NetPol.Name: NetPol, IPv6.Name: IPv6, NetPolIPv6.Name: NetPolIPv6}

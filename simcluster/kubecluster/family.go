@@ -17,8 +17,9 @@ const (
 	// IPv6 is an EKS IPv6 cluster: Services in an IPv6 range, kubelets
 	// registered by their IPv6 address, kube-proxy and CoreDNS in IPv6,
 	// and vpcnet in aws-node's IPv6 mode (a /80 per node, IPv4 egress
-	// through the node, no NetworkPolicy enforcement: ipv6AgentEnv). Every node's subnet must give its primary ENI an
-	// IPv6 address (ipv6Cidr, assignIpv6AddressOnCreation).
+	// through the node, NetworkPolicy enforced in both: ipv6AgentEnv).
+	// Every node's subnet must give its primary ENI an IPv6 address
+	// (ipv6Cidr, assignIpv6AddressOnCreation).
 	IPv6 Family = "ipv6"
 )
 
@@ -37,12 +38,12 @@ var apiAddress6 = netip.AddrPortFrom(netip.MustParseAddr("2001:db8:6443::1"), AP
 // ipv6AgentEnv puts vpcnet in aws-node's IPv6 mode, the settings aws-node
 // itself requires together, with IPv4 egress through the node on (its
 // default, ENABLE_V4_EGRESS): CoreDNS forwards to the VPC's resolver at
-// its IPv4 address, as in an EKS IPv6 cluster. vpcnetd refuses
-// NetworkPolicy enforcement beside IPv4 egress (its ip6 policy table
-// cannot judge that egress), so enforcement is off, as aws-node's
-// default (ENABLE_NETWORK_POLICY=false) has it; Options.AgentEnv comes
-// after these and can change them.
-var ipv6AgentEnv = []string{"ENABLE_IPv6=true", "ENABLE_IPv4=false", "ENABLE_PREFIX_DELEGATION=true", "VPCNET_NETWORK_POLICY=off"}
+// its IPv4 address, as in an EKS IPv6 cluster. NetworkPolicy stays
+// enforced, as in the IPv4 cluster: vpcnetd's ip6 policy table judges the
+// pods' IPv6 traffic and its ip table their IPv4 egress through the
+// node. Options.AgentEnv comes after these and can change them
+// (VPCNET_NETWORK_POLICY=off).
+var ipv6AgentEnv = []string{"ENABLE_IPv6=true", "ENABLE_IPv4=false", "ENABLE_PREFIX_DELEGATION=true"}
 
 // network is everything about a cluster that depends on its family,
 // worked out in one place: the control plane's flags, the kubelets'

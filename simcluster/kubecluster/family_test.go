@@ -31,7 +31,7 @@ func TestAnIPv4ClusterKeepsItsAddresses(t *testing.T) {
 // TestAnIPv6ClusterIsSingleStackIPv6: Services in an IPv6 /112 (within
 // kube-apiserver's limit of 20 bits), kube-dns at its tenth address, the
 // API server advertising an IPv6 address, and vpcnet in aws-node's IPv6
-// mode.
+// mode with NetworkPolicy enforced, as in the IPv4 cluster.
 func TestAnIPv6ClusterIsSingleStackIPv6(t *testing.T) {
 	nw, err := networkOf(IPv6)
 	if err != nil {
@@ -46,7 +46,7 @@ func TestAnIPv6ClusterIsSingleStackIPv6(t *testing.T) {
 	if !nw.Advertise.Addr().Is6() || nw.BindAddress != "::" {
 		t.Errorf("API server advertises %s, binds %s", nw.Advertise, nw.BindAddress)
 	}
-	if got := strings.Join(nw.AgentEnv, " "); got != "ENABLE_IPv6=true ENABLE_IPv4=false ENABLE_PREFIX_DELEGATION=true VPCNET_NETWORK_POLICY=off" {
+	if got := strings.Join(nw.AgentEnv, " "); got != "ENABLE_IPv6=true ENABLE_IPv4=false ENABLE_PREFIX_DELEGATION=true" {
 		t.Errorf("vpcnet settings %q", got)
 	}
 	if _, err := networkOf("ipv5"); err == nil {

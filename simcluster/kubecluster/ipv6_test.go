@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -35,7 +36,10 @@ seed: 1
 // addresses, the kubernetes and kube-dns Services are IPv6, vpcnet gives
 // every pod an address of its node's /80, and a pod reaches a pod on the
 // other node, a ClusterIP Service (kube-proxy in IPv6) and the Service by
-// name (CoreDNS answering AAAA), all over IPv6.
+// name (CoreDNS answering AAAA), all over IPv6, with vpcnet enforcing
+// NetworkPolicy (CoreDNS forwards through the pods' IPv4 egress, the
+// kubelets probe the pods): a policy isolating the pods then keeps the
+// client out.
 func TestIPv6ClusterOnRealKubelets(t *testing.T) {
 	c := startCluster(t, func(o *Options) {
 		topo, err := sim.ParseTopology([]byte(dualStackTopology))
@@ -143,5 +147,32 @@ func TestIPv6ClusterOnRealKubelets(t *testing.T) {
 	clusterIP := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80") + "/"
 	if err := runClient(ctx, c, clientPod("v6-client", n1, far, clusterIP, "http://web/")); err != nil {
 		t.Errorf("pod on %s to %s, to the ClusterIP %s and to http://web/ (AAAA from CoreDNS): %v", n1, far, clusterIP, err)
+	}
+
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web-from-nobody"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		}}
+	if _, err := c.Client.NetworkingV1().NetworkPolicies("default").Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Sim.Nodes {
+		want := len(byNode[c.NodeNames[n.ID]])
+		if err := poll(ctx, "the web pods isolated on "+n.ID, func() error {
+			st, err := agentPolicy(ctx, n, "")
+			if err != nil {
+				return err
+			}
+			if !st.Enabled || !st.Synced || st.Policies != 1 || st.Isolated != want || st.PendingSince != nil {
+				return fmt.Errorf("policy status %+v, want enforcing, %d pods isolated, nothing pending", st, want)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := runClient(ctx, c, clientPod("v6-denied", n1, far)); err == nil {
+		t.Errorf("pod on %s reached %s, which a policy isolates from every pod", n1, far)
 	}
 }
