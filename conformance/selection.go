@@ -66,7 +66,7 @@ var notSelected = `\[Serial\]|\[Disruptive\]|\[Slow\]|\[Feature:|\[Flaky\]|\[Exp
 // localCloudSkips are the selected tests the local cloud cannot serve.
 var localCloudSkips = []Skip{
 	{Pattern: `LoadBalancer`, Reason: "needs a cloud load balancer controller (on AWS, the AWS Load Balancer Controller); the local cloud emulates no ELB"},
-	{Pattern: `IPv6|\[IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "IPv6: this run's cluster is IPv4 single-stack; the IPv6 run (make conformance CONFORMANCE=ipv6) runs the IPv6 tests on an IPv6 cluster"},
+	{Pattern: `IPv6|\[IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "IPv6: this run's cluster is IPv4 single-stack; the IPv6 run (make conformance CONFORMANCE=ipv6, results in CONFORMANCE-ipv6.md) runs the IPv6 tests on an IPv6 cluster"},
 	sctpSkip,
 }
 
