@@ -138,6 +138,16 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("teardown: %v", err)
+			return
+		}
+		// The nodes' state (containerd's images and snapshots, about 2 GB)
+		// goes with a run that passed; the suite's log and report stay for
+		// reading. A failed run keeps it all for the post-mortem, until the
+		// selection's next run.
+		if !t.Failed() {
+			if err := os.RemoveAll(filepath.Join(state, "kube")); err != nil {
+				t.Logf("remove the nodes' state: %v", err)
+			}
 		}
 	})
 	var names []string
