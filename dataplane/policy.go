@@ -253,16 +253,26 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		d.log.Warn("NetworkPolicy table change refused; rewriting it whole", "err", err)
 	}
 	// The whole table, its sets' elements made now.
-	spec := next.spec()
+	if written, err = writeWholeTable(nft, fam, f.name+" "+PolicyTable, t, next.spec(), last == nil); err != nil {
+		return false, err
+	}
+	d.policy = done
+	return written, nil
+}
+
+// writeWholeTable makes table t of family fam (nil: not there yet) hold
+// spec, in place and in one transaction, so no verdict lapses. compare
+// says nothing is known of t (the agent restarted, or a write was
+// refused): it is read and compared first, and when it already holds
+// spec nothing is written. what names the table in errors.
+func writeWholeTable(nft *nftConn, fam nftables.TableFamily, what string, t *nftables.Table, spec tableSpec, compare bool) (written bool, err error) {
 	var have *tableState
 	if t != nil {
-		compare := last == nil
 		st, err := readTableState(nft, t, compare)
 		if err != nil {
 			return false, err
 		}
 		if compare && st.matches(spec) {
-			d.policy = done
 			return false, nil
 		}
 		have = &st
@@ -271,9 +281,8 @@ func (d *Dataplane) writePolicy(nft *nftConn, next *policyModel) (written bool, 
 		return false, err
 	}
 	if err := nft.commit(); err != nil {
-		return false, fmt.Errorf("write nftables table %s %s: %w", f.name, PolicyTable, err)
+		return false, fmt.Errorf("write nftables table %s: %w", what, err)
 	}
-	d.policy = done
 	return true, nil
 }
 

@@ -276,29 +276,14 @@ func (d *Dataplane) writeEgressV4Policy(nft *nftConn, next egressV4Policy) (writ
 		d.policyV4 = done
 		return false, nil
 	}
-	spec := next.spec()
-	var have *tableState
-	if t != nil {
-		compare := !last.known
-		st, err := readTableState(nft, t, compare)
-		if err != nil {
-			return false, err
-		}
-		if compare && st.matches(spec) {
-			d.policyV4 = done
-			return false, nil
-		}
-		have = &st
-	}
-	if err := queueTableSpec(nft, nftables.TableFamilyIPv4, PolicyTable, t, have, spec); err != nil {
+	if written, err = writeWholeTable(nft, nftables.TableFamilyIPv4, "ip "+PolicyTable+" of IPv4 egress", t, next.spec(), !last.known); err != nil {
 		return false, err
 	}
-	if err := nft.commit(); err != nil {
-		return false, fmt.Errorf("write nftables table ip %s of IPv4 egress: %w", PolicyTable, err)
+	if written {
+		d.policyV4Rewrites.Add(1)
 	}
-	d.policyV4Rewrites.Add(1)
 	d.policyV4 = done
-	return true, nil
+	return written, nil
 }
 
 // changeEgressV4Entries queues what turns the map's entries from last
