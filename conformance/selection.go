@@ -65,10 +65,12 @@ var notSelected = `\[Serial\]|\[Disruptive\]|\[Slow\]|\[Feature:|\[Flaky\]|\[Exp
 
 // localCloudSkips are the selected tests the local cloud cannot serve.
 var localCloudSkips = []Skip{
-	{Pattern: `LoadBalancer`, Reason: "needs a cloud load balancer controller (on AWS, the AWS Load Balancer Controller); the local cloud emulates no ELB"},
+	loadBalancerSkip,
 	{Pattern: `IPv6|\[IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "IPv6: this run's cluster is IPv4 single-stack; the IPv6 run (make conformance CONFORMANCE=ipv6, results in CONFORMANCE-ipv6.md) runs the IPv6 tests on an IPv6 cluster"},
 	sctpSkip,
 }
+
+var loadBalancerSkip = Skip{Pattern: `LoadBalancer`, Reason: "needs a cloud load balancer controller (on AWS, the AWS Load Balancer Controller); the local cloud emulates no ELB"}
 
 var sctpSkip = Skip{Pattern: `\[Feature:SCTPConnectivity\]|SCTP`, Reason: "SCTP: this machine's kernel has no sctp module"}
 
@@ -129,7 +131,7 @@ var IPv6 = Selection{
 	Exclude: regexp.MustCompile(notSelected),
 	Listed:  regexp.MustCompile(`\[Feature:IPv6DualStack\]|\[Feature:Networking-IPv6\]`),
 	Skips: []Skip{
-		localCloudSkips[0],
+		loadBalancerSkip,
 		{Pattern: `\[Feature:IPv6DualStack\]|[Dd]ual-?[Ss]tack`, Reason: "dual-stack: the local cloud's IPv6 cluster is single-stack IPv6, as an EKS IPv6 cluster is (its VPC is dual-stack, its Services and pods are not)"},
 		{Pattern: `\[Feature:Networking-IPv6\]`, Reason: "Internet: the local cloud has none; its internet namespace answers at 2001:db8:100::10, not at 2001:4860:4860::8888 (Google's public DNS), which the test connects to"},
 		sctpSkip,
