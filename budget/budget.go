@@ -150,9 +150,21 @@ type Request struct {
 	// addresses in, for want of any (InsufficientFreeAddressesInSubnet).
 	Exhausted []string `json:"exhausted,omitempty"`
 	// Ticket is the last answer's, when it deferred the request with
-	// one: its slot was booked then.
+	// one: its slot was booked then. Agents before SlotMs send it
+	// alone; a ticket without its slot is booked afresh.
 	Ticket uint64 `json:"ticket,omitempty"`
+	// SlotMs, with Ticket, is when that slot falls, in milliseconds
+	// from now (negative: it passed while the request was held). A
+	// ticket carries its slot, so the leader that grants it need not be
+	// the one that booked it: after a failover the next leader grants
+	// the previous one's tickets in their order, where it would have
+	// booked them afresh behind everything asked since.
+	SlotMs *int64 `json:"slotMs,omitempty"`
 }
+
+// MaxSlot bounds a ticket's slot either side of now: a schedule booked
+// further ahead than an hour is a fault, not a join.
+const MaxSlot = time.Hour
 
 // Grant answers a Request.
 type Grant struct {
@@ -166,8 +178,10 @@ type Grant struct {
 	// pool and give back what their pods do not use.
 	Pressure []string
 	// Ticket, with Deferred, holds the request's booked slot, beyond
-	// Config.Horizon: ask again with it.
+	// Config.Horizon: ask again with it and with Slot.
 	Ticket uint64
+	// Slot, with Ticket, is when the booked slot falls, from now.
+	Slot time.Duration
 }
 
 // Granted says the calls may be made (after Wait).
@@ -192,18 +206,23 @@ type Ledger struct {
 	actions map[string]*action
 	// seq counts requests, to spread deferrals of one node over time.
 	seq uint64
-	// term is when this Ledger's term as the cluster's schedule began
-	// (StartTerm); zero if it never took over from another.
-	term time.Time
+	// term is how this Ledger took over the cluster's schedule from
+	// another (StartTerm); its zero value if it never did.
+	term Term
+	// firstTicket is the number of this term's first ticket: lower ones
+	// are the previous leader's.
+	firstTicket uint64
 	// pressure holds, per subnet, until when it is under pressure.
 	pressure map[string]time.Time
-	// tickets are slots booked beyond the horizon, by ticket number,
-	// until their holder comes back; lastTicket numbers them.
+	// tickets are the slots this Ledger charged to the buckets ahead of
+	// the horizon (a ticket that came back to find the calls granted
+	// running behind its slot), by number, until their holders come
+	// back for them; lastTicket numbers every ticket.
 	tickets    map[uint64]ticket
 	lastTicket uint64
 }
 
-// ticket is a slot booked for a node's request beyond the horizon.
+// ticket is a slot charged for a node's request beyond the horizon.
 type ticket struct {
 	node string
 	at   time.Time
@@ -217,9 +236,20 @@ const ticketsPruneEvery = 1024
 // action is one EC2 action's schedule.
 type action struct {
 	bucket Bucket
-	// tat is GCRA's theoretical arrival time: the slot after the last
-	// one granted.
+	// tat is GCRA's theoretical arrival time of the calls granted: the
+	// slot after the last one. It is what EC2's bucket will have seen,
+	// and no grant may come before tat less the burst.
 	tat time.Time
+	// booked is the same for the schedule booked, tickets beyond the
+	// horizon included (booked >= tat): a new request's place. A ticket
+	// is charged to tat only when its holder comes back for it, so the
+	// calls granted stay within the bucket whoever booked the tickets
+	// (this leader or the one before) and whether or not their holders
+	// come back.
+	booked time.Time
+	// shift is how much later than their slots the previous leader's
+	// tickets are granted in this term (StartTerm).
+	shift time.Duration
 	// factor is the fraction of the granted rate in force after the last
 	// decrease (AIMD): 1 until EC2 refuses, then halved, and rate()
 	// wins back (1-Floor) of it per Recovery.
@@ -257,9 +287,8 @@ func (l *Ledger) action(name string) *action {
 			b = l.cfg.Default
 		}
 		a = &action{bucket: b, factor: 1}
-		if !l.term.IsZero() {
-			gap, tol := l.params(a, l.term)
-			a.tat = l.term.Add(tol + gap) // empty at the term's start
+		if !l.term.Now.IsZero() {
+			l.takeOver(name, a)
 		}
 		l.actions[name] = a
 	}
@@ -298,16 +327,90 @@ func (l *Ledger) throttle(a *action, now time.Time) {
 	a.factor, a.decreased = max(r/2, l.cfg.Floor), now
 }
 
-// StartTerm says this Ledger takes over the cluster's schedule at now
-// from another (a new leader after a failover): the previous one may
-// have granted every bucket's burst just before it stopped, so each
-// bucket is taken as empty at now and refills from there.
-func (l *Ledger) StartTerm(now time.Time) {
-	l.term = now
-	for _, a := range l.actions {
-		gap, tol := l.params(a, now)
-		a.tat = maxTime(a.tat, now.Add(tol+gap))
+// Term is how a Ledger takes over the cluster's schedule from another (a
+// new leader after a failover).
+type Term struct {
+	// Now is when the term starts.
+	Now time.Time
+	// EmptyAt is when each bucket is taken as empty: the previous
+	// leader may have granted every burst just before it stopped, and
+	// its grants ended by EmptyAt at the latest.
+	EmptyAt time.Time
+	// Stopped is when the previous leader stopped granting at the
+	// earliest (its last renewal of the Lease): its tickets' slots from
+	// then on were not granted, and their holders come back with them.
+	Stopped time.Time
+	// Booked is how far the previous leader had booked each action (its
+	// Booked, as its last renewal of the Lease carried it; nil if
+	// unknown).
+	Booked map[string]time.Time
+}
+
+// StartTerm says this Ledger takes over the cluster's schedule. Each
+// bucket is taken as empty at t.EmptyAt and refills from there. The
+// previous leader's schedule resumes where it stopped, later by the
+// takeover less the refill of the buckets since: its tickets are granted
+// that much after their slots, in their order (a ticket held through the
+// takeover, slot passed, is granted at once only while the refill covers
+// those before it), and new requests are booked after it, as the
+// previous leader would have booked them. Without it the tickets of a
+// join, booked minutes ahead, came back to find the schedule given to
+// requests asked after them.
+func (l *Ledger) StartTerm(t Term) {
+	l.term = t
+	// Numbered apart from the previous leader's tickets (numbered from
+	// its own term's start), which come back too.
+	l.firstTicket = max(l.lastTicket, uint64(max(t.Now.UnixNano(), 0))) + 1
+	l.lastTicket = l.firstTicket - 1
+	for name, a := range l.actions {
+		l.takeOver(name, a)
 	}
+}
+
+// takeOver starts a's schedule in this term (StartTerm). The slots the
+// previous leader booked from when it stopped to the term's start are
+// still to be granted; the bucket holds the refill since EmptyAt, at
+// most its burst. Shifted by the rest, they fit.
+func (l *Ledger) takeOver(name string, a *action) {
+	t := l.term
+	gap, tol := l.params(a, t.Now)
+	a.tat = maxTime(a.tat, t.EmptyAt.Add(tol+gap))
+	a.shift = 0
+	if !t.Stopped.IsZero() {
+		a.shift = max(t.Now.Sub(t.Stopped)-min(t.Now.Sub(t.EmptyAt), tol), 0)
+	}
+	a.booked = maxTime(a.booked, a.tat)
+	if b, ok := t.Booked[name]; ok {
+		a.booked = maxTime(a.booked, b.Add(a.shift))
+	}
+}
+
+// LaterBooked is what a leader promises when it renews its Lease: per
+// action the later of what the Lease said before (the promise it took
+// over, which its own schedule may not hold yet) and its own Booked.
+func LaterBooked(read, own map[string]time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(read)+len(own))
+	for _, m := range []map[string]time.Time{read, own} {
+		for a, t := range m {
+			if t.After(out[a]) {
+				out[a] = t
+			}
+		}
+	}
+	return out
+}
+
+// Booked is how far each action's schedule is booked: the promise the
+// next leader must honour (Term.Booked). Actions booked no further
+// than now are left out.
+func (l *Ledger) Booked(now time.Time) map[string]time.Time {
+	out := map[string]time.Time{}
+	for name, a := range l.actions {
+		if a.booked.After(now) {
+			out[name] = a.booked
+		}
+	}
+	return out
 }
 
 // Reserve answers a request at now. An urgent request always gets a
@@ -353,14 +456,15 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 	if len(r.Actions) == 0 {
 		return Grant{}
 	}
-	// A ticket this Ledger gave holds a booked slot; one it does not
-	// know (a previous leader's, or dropped) is asked afresh.
 	if t, ok := l.tickets[r.Ticket]; ok && r.Ticket != 0 && t.node == r.Node {
 		if d := t.at.Sub(now); d > l.cfg.Horizon {
-			return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: r.Ticket} // came back early
+			return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: r.Ticket, Slot: d} // came back early
 		}
 		delete(l.tickets, r.Ticket)
 		return Grant{Wait: max(t.at.Sub(now), 0)}
+	}
+	if r.SlotMs != nil && r.Ticket != 0 {
+		return l.redeem(now, r, now.Add(time.Duration(*r.SlotMs)*time.Millisecond), r.Ticket < l.firstTicket)
 	}
 	at := now
 	for _, name := range r.Actions {
@@ -369,7 +473,7 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 		if !r.Urgent {
 			tol = time.Duration(float64(tol) * (1 - l.cfg.Reserve))
 		}
-		if s := maxTime(a.tat, now).Add(-tol); s.After(at) {
+		if s := maxTime(a.booked, now).Add(-tol); s.After(at) {
 			at = s
 		}
 	}
@@ -385,17 +489,75 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 	for _, name := range r.Actions {
 		a := l.action(name)
 		gap, _ := l.params(a, now)
+		a.booked = maxTime(a.booked, at).Add(gap)
+	}
+	if g, ok := l.ticket(now, at); ok {
+		return g
+	}
+	return l.grant(now, r.Actions, at)
+}
+
+// ticket defers a request whose slot, at, lies beyond the horizon: it is
+// booked, not granted, and its holder comes back half a horizon before
+// the slot, with it.
+func (l *Ledger) ticket(now, at time.Time) (Grant, bool) {
+	d := at.Sub(now)
+	if l.cfg.Horizon == 0 || d <= l.cfg.Horizon {
+		return Grant{}, false
+	}
+	l.lastTicket++
+	return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: l.lastTicket, Slot: d}, true
+}
+
+// grant charges the calls of actions, at at, to the buckets.
+func (l *Ledger) grant(now time.Time, actions []string, at time.Time) Grant {
+	for _, name := range actions {
+		a := l.action(name)
+		gap, _ := l.params(a, now)
 		a.tat = maxTime(a.tat, at).Add(gap)
+		a.booked = maxTime(a.booked, a.tat)
 		a.grants++
 	}
-	if d := at.Sub(now); l.cfg.Horizon > 0 && d > l.cfg.Horizon {
-		// Booked, not granted: the holder comes back half a horizon
-		// before its slot and is granted it then.
-		l.lastTicket++
-		l.tickets[l.lastTicket] = ticket{node: r.Node, at: at}
-		return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: l.lastTicket}
-	}
 	return Grant{Wait: at.Sub(now)}
+}
+
+// redeem answers a ticket's holder coming back for a slot booked but not
+// charged to the buckets (a ticket of this Ledger's, or of the previous
+// leader's): granted at the slot, or as soon after it as the buckets
+// allow (a failover held it past its slot, or the calls granted run
+// behind the schedule booked). Tickets come back in the order of their
+// slots, so they are granted in the order they were booked, whichever
+// leader booked them.
+func (l *Ledger) redeem(now time.Time, r Request, slot time.Time, previous bool) Grant {
+	if previous {
+		var shift time.Duration
+		for _, name := range r.Actions {
+			shift = max(shift, l.action(name).shift)
+		}
+		slot = slot.Add(shift)
+	}
+	at := maxTime(slot, now)
+	for _, name := range r.Actions {
+		a := l.action(name)
+		_, tol := l.params(a, now)
+		at = maxTime(at, a.tat.Add(-tol))
+	}
+	d := at.Sub(now)
+	if l.cfg.Horizon == 0 || d <= l.cfg.Horizon {
+		return l.grant(now, r.Actions, at)
+	}
+	l.lastTicket++ // of this term: its slot is of this term's schedule
+	if !at.Equal(slot) {
+		// The calls granted run more than a horizon behind: the slot
+		// after them is charged now, so the holder finds it when it
+		// comes back. Deferred again uncharged, it came back to find
+		// the slots given to tickets that came back before it, every
+		// time.
+		l.grant(now, r.Actions, at)
+		l.tickets[l.lastTicket] = ticket{node: r.Node, at: at}
+	}
+	// Otherwise it came back early: its slot holds.
+	return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: l.lastTicket, Slot: d}
 }
 
 // ActionStats is one action's schedule, for metrics and status.
@@ -416,7 +578,7 @@ func (l *Ledger) Stats(now time.Time) []ActionStats {
 	for name, a := range l.actions {
 		gap, _ := l.params(a, now)
 		out = append(out, ActionStats{
-			Action: name, Backlog: max(a.tat.Sub(now), 0), Rate: float64(time.Second) / float64(gap),
+			Action: name, Backlog: max(a.booked.Sub(now), 0), Rate: float64(time.Second) / float64(gap),
 			Grants: a.grants, Deferrals: a.deferrals, Throttled: a.throttled,
 		})
 	}

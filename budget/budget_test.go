@@ -194,7 +194,7 @@ func TestANewTermStartsWithTheBucketsSpent(t *testing.T) {
 	l := New(DefaultConfig())
 	create := []string{"CreateNetworkInterface"}
 	l.Reserve(t0, Request{Node: "n", Actions: []string{"AttachNetworkInterface"}, Urgent: true}) // an action seen before the term
-	l.StartTerm(t0)
+	l.StartTerm(Term{Now: t0, EmptyAt: t0})
 	gap := time.Second * 2 / 9 // 4.5 a second
 	for _, acts := range [][]string{create, {"AttachNetworkInterface"}} {
 		g := l.Reserve(t0, Request{Node: "n", Actions: acts, Urgent: true})

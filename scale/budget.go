@@ -51,18 +51,36 @@ func (acc Account) budgetConfig() budget.Config {
 // they are granted; a run that ended meanwhile asks no more. urgent is
 // asked again at every ask.
 func (c *controller) acquire(n *node, gen int, actions []string, urgent func() bool, fn func()) {
-	c.acquireTicket(n, gen, actions, urgent, fn, 0)
+	c.acquireTicket(n, gen, actions, urgent, fn, heldTicket{})
+}
+
+// heldTicket is a slot the controller booked beyond its horizon: its
+// number, and when it falls (budgetapi.Client keeps both).
+type heldTicket struct {
+	id   uint64
+	slot time.Time
+}
+
+// request is the ask for actions, with the ticket held if any, as
+// budgetapi.Client sends it: the slot as time from now.
+func (t heldTicket) request(n *node, actions []string, urgent bool) budget.Request {
+	req := budget.Request{Node: n.id, Actions: actions, Urgent: urgent, Ticket: t.id}
+	if t.id != 0 {
+		ms := min(max(t.slot.Sub(n.r.now()), -budget.MaxSlot), budget.MaxSlot).Milliseconds()
+		req.SlotMs = &ms
+	}
+	return req
 }
 
 // acquireTicket is acquire, coming back with the ticket of a slot the
 // controller booked beyond its horizon.
-func (c *controller) acquireTicket(n *node, gen int, actions []string, urgent func() bool, fn func(), ticket uint64) {
+func (c *controller) acquireTicket(n *node, gen int, actions []string, urgent func() bool, fn func(), ticket heldTicket) {
 	r := n.r
 	ask := func() {
 		if n.gen != gen {
 			return
 		}
-		g, out, retry := c.ask(n, budget.Request{Node: n.id, Actions: actions, Urgent: urgent(), Ticket: ticket})
+		g, out, retry := c.ask(n, ticket.request(n, actions, urgent()))
 		if out == hold {
 			n.bc.held++
 			r.q.at(r.now().Add(controllerRTT/2+retry), func() {
@@ -95,7 +113,7 @@ func (c *controller) acquireTicket(n *node, gen int, actions []string, urgent fu
 				fn()
 				return
 			}
-			c.acquireTicket(n, gen, actions, urgent, fn, g.Ticket)
+			c.acquireTicket(n, gen, actions, urgent, fn, heldTicket{g.Ticket, r.now().Add(g.Slot - d)})
 		})
 	}
 	r.q.at(r.now().Add(controllerRTT/2), ask)

@@ -44,6 +44,9 @@ type replica struct {
 	// change, observedAt when (its own clock): client-go takes the Lease
 	// over only once it has seen no renewal for leaseDuration.
 	observed, observedAt time.Time
+	// read is the schedule the Lease said was booked when this replica
+	// last read it (controller.BookedAnnotation).
+	read map[string]time.Time
 }
 
 // election is the Lease and the replicas contending for it. Replica 0
@@ -56,9 +59,11 @@ type election struct {
 	// without a failover would measure that.
 	rng      *rand.Rand
 	replicas [2]*replica
-	// holder is the replica the Lease names; renewed its renewTime.
+	// holder is the replica the Lease names; renewed its renewTime,
+	// booked its annotation of the schedule booked.
 	holder  int
 	renewed time.Time
+	booked  map[string]time.Time
 	// killedAt is when the leader died, tookOver when its successor
 	// first answered.
 	killedAt, tookOver time.Time
@@ -99,8 +104,10 @@ func (e *election) loop(i int) {
 	wait := retryPeriod
 	if e.holder == i {
 		e.renewed = now
+		e.booked = budget.LaterBooked(rp.read, rp.ledger.Booked(now))
 	} else {
 		wait += time.Duration(e.rng.Float64() * retryJitter * float64(retryPeriod))
+		rp.read = e.booked
 		if !e.renewed.Equal(rp.observed) {
 			rp.observed, rp.observedAt = e.renewed, now
 		}
@@ -114,7 +121,7 @@ func (e *election) loop(i int) {
 				if !rp.up || e.holder != i {
 					return
 				}
-				rp.ledger.StartTerm(e.termStart(rp))
+				rp.ledger.StartTerm(budget.Term{Now: e.r.now(), EmptyAt: e.termStart(rp), Stopped: rp.observedAt, Booked: rp.read})
 				rp.leading = true
 				if e.tookOver.IsZero() {
 					e.tookOver = e.r.now()

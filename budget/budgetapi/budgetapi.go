@@ -43,18 +43,21 @@ type Answer struct {
 	// Pressure are the request's subnets that are nearly full.
 	Pressure []string `json:"pressure,omitempty"`
 	// Ticket, with DeferredMs, holds the request's booked slot: ask
-	// again with it.
+	// again with it and with SlotMs.
 	Ticket uint64 `json:"ticket,omitempty"`
+	// SlotMs, with Ticket, is when the booked slot falls, from now.
+	SlotMs int64 `json:"slotMs,omitempty"`
 }
 
 // AnswerOf encodes a grant.
 func AnswerOf(g budget.Grant) Answer {
-	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred), Pressure: g.Pressure, Ticket: g.Ticket}
+	return Answer{WaitMs: ceilMs(g.Wait), DeferredMs: ceilMs(g.Deferred), Pressure: g.Pressure, Ticket: g.Ticket, SlotMs: g.Slot.Milliseconds()}
 }
 
 // Grant decodes an answer.
 func (a Answer) Grant() budget.Grant {
-	return budget.Grant{Wait: time.Duration(a.WaitMs) * time.Millisecond, Deferred: time.Duration(a.DeferredMs) * time.Millisecond, Pressure: a.Pressure, Ticket: a.Ticket}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return budget.Grant{Wait: ms(a.WaitMs), Deferred: ms(a.DeferredMs), Pressure: a.Pressure, Ticket: a.Ticket, Slot: ms(a.SlotMs)}
 }
 
 func ceilMs(d time.Duration) int64 {
@@ -73,6 +76,9 @@ func Validate(r budget.Request) error {
 		if !validID(s) {
 			return fmt.Errorf("request from %s: %q is not a subnet id", r.Node, s)
 		}
+	}
+	if r.SlotMs != nil && (*r.SlotMs > budget.MaxSlot.Milliseconds() || *r.SlotMs < -budget.MaxSlot.Milliseconds()) {
+		return fmt.Errorf("request from %s: its ticket's slot is %d ms from now, more than %v either side: ask again without the ticket", r.Node, *r.SlotMs, budget.MaxSlot)
 	}
 	for _, a := range append(append([]string(nil), r.Actions...), r.Throttled...) {
 		if !budget.ValidAction(a) {

@@ -199,17 +199,28 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 		return nil
 	}
 	start := c.clk.Now()
-	// ticket holds a slot booked beyond the controller's horizon; a
-	// leader that does not know it books the request afresh.
-	var ticket uint64
+	// ticket holds a slot booked beyond the controller's horizon, at
+	// slot on this node's clock; it is sent back with the slot, so a
+	// next leader grants it in its place too. A controller that sends
+	// no slot (before SlotMs) gets the ticket alone.
+	var (
+		ticket  uint64
+		hasSlot bool
+		slot    time.Time
+	)
 	for {
-		g, ok, retry := c.ask(ctx, budget.Request{Node: c.node, Actions: actions, Urgent: urgent(), Ticket: ticket})
+		r := budget.Request{Node: c.node, Actions: actions, Urgent: urgent(), Ticket: ticket}
+		if ticket != 0 && hasSlot {
+			ms := min(max(slot.Sub(c.clk.Now()), -budget.MaxSlot), budget.MaxSlot).Milliseconds()
+			r.SlotMs = &ms
+		}
+		g, ok, retry := c.ask(ctx, r)
 		if !ok && retry == 0 {
 			c.done(Alone, start)
 			return ctx.Err()
 		}
 		if ok {
-			ticket = g.Ticket
+			ticket, hasSlot, slot = g.Ticket, g.Slot != 0, c.clk.Now().Add(g.Slot)
 		}
 		d := g.Wait
 		switch {

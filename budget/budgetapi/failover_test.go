@@ -94,30 +94,52 @@ func TestAFailoverHoldsJobsForTheNextLeader(t *testing.T) {
 	}
 }
 
-// A request deferred with a ticket comes back with it: its slot is
-// booked beyond the controller's horizon.
-func TestADeferredTicketIsSentBack(t *testing.T) {
-	f := &fakeController{answers: []budget.Grant{{Deferred: time.Second, Ticket: 7}, {Wait: time.Millisecond}}}
-	hs := httptest.NewServer(f)
-	defer hs.Close()
-	clk := clock.NewManual(t0)
-	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
-		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() bool { return true })
-	}()
-	for _, at := range []time.Duration{time.Second, time.Second + time.Millisecond} {
-		waitFor(t, func() bool { due, ok := clk.NextDue(); return ok && due.Equal(t0.Add(at)) })
-		clk.Advance(t0.Add(at).Sub(clk.Now()))
+// A request deferred with a ticket comes back with it and with its slot,
+// as time from then: its slot is booked beyond the controller's horizon,
+// and whichever leader answers next grants it there. A controller that
+// sent no slot (before SlotMs) gets the ticket alone.
+func TestADeferredTicketIsSentBackWithItsSlot(t *testing.T) {
+	for _, tc := range []struct {
+		slot time.Duration
+		want *int64
+	}{
+		{2500 * time.Millisecond, ptr(int64(1500))},
+		{0, nil},
+	} {
+		f := &fakeController{answers: []budget.Grant{{Deferred: time.Second, Ticket: 7, Slot: tc.slot}, {Wait: time.Millisecond}}}
+		hs := httptest.NewServer(f)
+		defer hs.Close()
+		clk := clock.NewManual(t0)
+		c := NewClient(ClientOptions{Node: "n1", Clock: clk,
+			Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() bool { return true })
+		}()
+		for _, at := range []time.Duration{time.Second, time.Second + time.Millisecond} {
+			waitFor(t, func() bool { due, ok := clk.NextDue(); return ok && due.Equal(t0.Add(at)) })
+			clk.Advance(t0.Add(at).Sub(clk.Now()))
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		asks := f.recorded()
+		if len(asks) != 2 || asks[0].Ticket != 0 || asks[0].SlotMs != nil || asks[1].Ticket != 7 {
+			t.Fatalf("slot %v: asks %+v; want the second to bring back ticket 7", tc.slot, asks)
+		}
+		if got := asks[1].SlotMs; (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("slot %v: the ticket came back with slotMs %v; want %v", tc.slot, deref(got), deref(tc.want))
+		}
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return "none"
 	}
-	asks := f.recorded()
-	if len(asks) != 2 || asks[0].Ticket != 0 || asks[1].Ticket != 7 {
-		t.Fatalf("asks %+v; want the second to bring back ticket 7", asks)
-	}
+	return *p
 }
 
 // A controller that answers and refuses (403: the token) is no failover:

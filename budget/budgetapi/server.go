@@ -67,15 +67,20 @@ func (s *Server) Reserve(r budget.Request) budget.Grant {
 	return g
 }
 
-// StartTerm tells the ledger it takes over the schedule now (see
+// StartTerm tells the ledger it takes over the schedule (see
 // budget.Ledger.StartTerm): call it when this replica starts leading.
-// The buckets are taken as empty at now+offset: negative when the last
-// leader's grants surely ended that long ago (the refill since is
-// there), positive when they may still run that long.
-func (s *Server) StartTerm(offset time.Duration) {
+func (s *Server) StartTerm(t budget.Term) {
 	s.mu.Lock()
-	s.ledger.StartTerm(s.clk.Now().Add(offset))
+	s.ledger.StartTerm(t)
 	s.mu.Unlock()
+}
+
+// Booked is how far the ledger's schedule is booked, per action (see
+// budget.Ledger.Booked): what the leader writes into its Lease.
+func (s *Server) Booked() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.Booked(s.clk.Now())
 }
 
 // Stats is the ledger's schedule now.

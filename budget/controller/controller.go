@@ -6,10 +6,12 @@
 // they are with their service account token, which the controller checks
 // with a TokenReview.
 //
-// The controller holds no state worth keeping: a new leader starts a
-// schedule of its own with every bucket taken as spent when the last
-// leader's grants surely ended (it may have granted a whole burst before
-// it stopped). A leader grants only while its last renewal of the Lease
+// The controller keeps no state but what its Lease carries: a new leader
+// starts a schedule of its own with every bucket taken as spent when the
+// last leader's grants surely ended (it may have granted a whole burst
+// before it stopped), and books new requests after what the last leader
+// had booked as of its last renewal (BookedAnnotation), whose tickets
+// come back with their slots. A leader grants only while its last renewal of the Lease
 // is fresh, and no further ahead than the Lease's timings allow
 // (Settings.Horizon), so none of its grants is still to run when the
 // next term starts, and the refill since can be counted.
@@ -149,9 +151,10 @@ func Run(ctx context.Context, o Options) error {
 		Observe:   m.observe,
 	})
 
+	leases := &bookedLeases{LeasesGetter: cs.CoordinationV1(), booked: srv.Booked, log: log}
 	lease := &resourcelock.LeaseLock{
 		LeaseMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Lease},
-		Client:    cs.CoordinationV1(),
+		Client:    leases,
 		LockConfig: resourcelock.ResourceLockConfig{
 			Identity:      identity,
 			EventRecorder: &leaseEvents{events: cs.CoreV1().Events(s.Namespace), pod: s.Pod, now: clk.Now, log: log},
@@ -177,7 +180,8 @@ func Run(ctx context.Context, o Options) error {
 				if released {
 					after -= fresh
 				}
-				srv.StartTerm(termOffset(clk.Now(), seen, after, credit))
+				now := clk.Now()
+				srv.StartTerm(budget.Term{Now: now, EmptyAt: now.Add(termOffset(now, seen, after, credit)), Stopped: seen, Booked: leases.lastRead()})
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())

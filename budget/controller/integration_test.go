@@ -129,15 +129,22 @@ func (r *replica) stop(t *testing.T) {
 // status and body.
 func (r *replica) reserve(t *testing.T, token string) (int, string) {
 	t.Helper()
-	body, _ := json.Marshal(budget.Request{Node: "ip-10-0-0-1", Actions: []string{"CreateNetworkInterface"}, Urgent: true})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+r.endpoint+budgetapi.ReservePath, bytes.NewReader(body))
+	return r.ask(t, token, budget.Request{Node: "ip-10-0-0-1", Actions: []string{"CreateNetworkInterface"}, Urgent: true})
+}
+
+// ask POSTs req to the replica with token and returns the status and
+// body.
+func (r *replica) ask(t *testing.T, token string, req budget.Request) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	hreq, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+r.endpoint+budgetapi.ReservePath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
 		t.Fatalf("POST %s: %v", r.endpoint, err)
 	}
@@ -351,3 +358,66 @@ func TestTheAgentMayReadTheLeaseAndNothingMore(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A join books tickets far ahead; the leader writes how far into its
+// Lease at every renewal, and the next leader books new requests after
+// that, where the last one would have put them, so the tickets' holders,
+// coming back with their slots, find them free. Without the annotation
+// the next leader granted a new request at once, ahead of them all.
+func TestTheNextLeaderBooksAfterWhatTheLastOneHadBooked(t *testing.T) {
+	e := setup(t)
+	agentToken := e.as(t, ns, "vpcnet").BearerToken
+	a := e.startReplica(t, "vpcnet-budget-a")
+	eventually(t, 20*time.Second, "replica a grants", func() error {
+		if code, msg := a.reserve(t, agentToken); code != http.StatusOK {
+			return fmt.Errorf("answered %d %s", code, msg)
+		}
+		return nil
+	})
+	var last budgetapi.Answer
+	for i := range 300 {
+		code, msg := a.ask(t, agentToken, budget.Request{Node: fmt.Sprintf("ip-10-0-1-%d", i), Actions: []string{"CreateNetworkInterface"}, Urgent: true})
+		if code != http.StatusOK || json.Unmarshal([]byte(msg), &last) != nil {
+			t.Fatalf("ask %d: %d %s", i, code, msg)
+		}
+	}
+	if last.Ticket == 0 || last.SlotMs < 30_000 {
+		t.Fatalf("the 300th create: %+v; want a ticket at least 30 s ahead", last)
+	}
+	var promised time.Time
+	eventually(t, 10*time.Second, "the Lease carries the schedule booked", func() error {
+		l, err := e.admin.CoordinationV1().Leases(ns).Get(t.Context(), leaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var booked map[string]time.Time
+		if err := json.Unmarshal([]byte(l.Annotations[controller.BookedAnnotation]), &booked); err != nil {
+			return fmt.Errorf("annotation %s=%q: %w", controller.BookedAnnotation, l.Annotations[controller.BookedAnnotation], err)
+		}
+		if promised = booked["CreateNetworkInterface"]; time.Until(promised) < 25*time.Second {
+			return fmt.Errorf("CreateNetworkInterface booked until %v from now; want the 300 creates' schedule", time.Until(promised))
+		}
+		return nil
+	})
+	b := e.startReplica(t, "vpcnet-budget-b")
+	eventually(t, 10*time.Second, "replica b is ready", func() error {
+		if code := b.get(t, "/readyz"); code != http.StatusOK {
+			return fmt.Errorf("/readyz answered %d", code)
+		}
+		return nil
+	})
+	a.stop(t)
+	var next budgetapi.Answer
+	eventually(t, 10*time.Second, "replica b answers", func() error {
+		code, msg := b.ask(t, agentToken, budget.Request{Node: "ip-10-0-2-1", Actions: []string{"CreateNetworkInterface"}, Urgent: true})
+		if code != http.StatusOK {
+			return fmt.Errorf("answered %d %s", code, msg)
+		}
+		return json.Unmarshal([]byte(msg), &next)
+	})
+	// New requests go after the promise, less the burst the bucket may
+	// run ahead (about 20 s at DefaultConfig's create bucket).
+	if slot := time.Duration(next.SlotMs) * time.Millisecond; next.Ticket == 0 || time.Until(promised)-slot > 25*time.Second {
+		t.Errorf("the next leader answered a new create %+v, the last leader had booked creates until %v from now; want it booked after them", next, time.Until(promised).Round(time.Millisecond))
+	}
+}
