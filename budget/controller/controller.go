@@ -11,10 +11,10 @@
 // last leader's grants surely ended (it may have granted a whole burst
 // before it stopped), and books new requests after what the last leader
 // had booked as of its last renewal (BookedAnnotation), whose tickets
-// come back with their slots. A leader grants only while its last renewal of the Lease
-// is fresh, and no further ahead than the Lease's timings allow
-// (Settings.Horizon), so none of its grants is still to run when the
-// next term starts, and the refill since can be counted.
+// come back with their slots. A leader grants only while its last
+// renewal of the Lease is fresh, and no further ahead than the Lease's
+// timings allow (Settings.Horizon), so none of its grants is still to
+// run when the next term starts, and the refill since can be counted.
 // Agents hold their jobs while the leader fails over
 // (budgetapi.DefaultFailoverHold); an agent that cannot reach any leader
 // for longer calls EC2 on its own budget, as it does with no controller
