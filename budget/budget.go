@@ -166,6 +166,13 @@ type Request struct {
 // further ahead than an hour is a fault, not a join.
 const MaxSlot = time.Hour
 
+// SlotMs is Request.SlotMs for a ticket whose slot falls at slot, asked
+// at now (within MaxSlot).
+func SlotMs(slot, now time.Time) *int64 {
+	ms := min(max(slot.Sub(now), -MaxSlot), MaxSlot).Milliseconds()
+	return &ms
+}
+
 // Grant answers a Request.
 type Grant struct {
 	// Wait is how long from now the calls may be made: zero is at once.

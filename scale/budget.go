@@ -66,8 +66,7 @@ type heldTicket struct {
 func (t heldTicket) request(n *node, actions []string, urgent bool) budget.Request {
 	req := budget.Request{Node: n.id, Actions: actions, Urgent: urgent, Ticket: t.id}
 	if t.id != 0 {
-		ms := min(max(t.slot.Sub(n.r.now()), -budget.MaxSlot), budget.MaxSlot).Milliseconds()
-		req.SlotMs = &ms
+		req.SlotMs = budget.SlotMs(t.slot, n.r.now())
 	}
 	return req
 }

@@ -202,17 +202,15 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 	// ticket holds a slot booked beyond the controller's horizon, at
 	// slot on this node's clock; it is sent back with the slot, so a
 	// next leader grants it in its place too. A controller that sends
-	// no slot (before SlotMs) gets the ticket alone.
+	// no slot (before SlotMs) gets the ticket alone: slot stays zero.
 	var (
-		ticket  uint64
-		hasSlot bool
-		slot    time.Time
+		ticket uint64
+		slot   time.Time
 	)
 	for {
 		r := budget.Request{Node: c.node, Actions: actions, Urgent: urgent(), Ticket: ticket}
-		if ticket != 0 && hasSlot {
-			ms := min(max(slot.Sub(c.clk.Now()), -budget.MaxSlot), budget.MaxSlot).Milliseconds()
-			r.SlotMs = &ms
+		if ticket != 0 && !slot.IsZero() {
+			r.SlotMs = budget.SlotMs(slot, c.clk.Now())
 		}
 		g, ok, retry := c.ask(ctx, r)
 		if !ok && retry == 0 {
@@ -220,7 +218,10 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 			return ctx.Err()
 		}
 		if ok {
-			ticket, hasSlot, slot = g.Ticket, g.Slot != 0, c.clk.Now().Add(g.Slot)
+			ticket, slot = g.Ticket, time.Time{}
+			if g.Slot != 0 {
+				slot = c.clk.Now().Add(g.Slot)
+			}
 		}
 		d := g.Wait
 		switch {

@@ -80,7 +80,7 @@ func (b *bookedLeases) remember(l *coordinationv1.Lease) {
 	var read map[string]time.Time
 	if v, ok := l.Annotations[BookedAnnotation]; ok {
 		if err := json.Unmarshal([]byte(v), &read); err != nil {
-			b.log.Warn("ignoring the Lease's booked schedule: not JSON of action to RFC 3339 time",
+			b.log.Warn("ignoring the Lease's booked schedule, so a next leader books as if nothing was booked ahead: the annotation is not JSON of EC2 action to RFC 3339 time (a hand edit?); the leader writes it whole at its next renewal",
 				"annotation", BookedAnnotation, "err", err)
 			read = nil
 		}

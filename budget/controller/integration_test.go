@@ -153,6 +153,17 @@ func (r *replica) ask(t *testing.T, token string, req budget.Request) (int, stri
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
+// waitReady waits until the replica is ready: it has read the Lease.
+func (r *replica) waitReady(t *testing.T) {
+	t.Helper()
+	eventually(t, 10*time.Second, "replica "+r.name+" is ready (it has read the Lease)", func() error {
+		if code := r.get(t, "/readyz"); code != http.StatusOK {
+			return fmt.Errorf("/readyz answered %d", code)
+		}
+		return nil
+	})
+}
+
 func (r *replica) get(t *testing.T, path string) int {
 	t.Helper()
 	resp, err := http.Get("http://" + r.endpoint + path)
@@ -207,12 +218,7 @@ func TestOneReplicaLeadsTheOtherAnswers503AndTakesOverWhenTheLeaderStops(t *test
 		return err
 	})
 	b := e.startReplica(t, "vpcnet-budget-b")
-	eventually(t, 10*time.Second, "replica b is ready (it has read the Lease)", func() error {
-		if code := b.get(t, "/readyz"); code != http.StatusOK {
-			return fmt.Errorf("/readyz answered %d", code)
-		}
-		return nil
-	})
+	b.waitReady(t)
 	if code, msg := b.reserve(t, agentToken); code != http.StatusServiceUnavailable {
 		t.Errorf("the replica that does not lead answered %d %s, want 503", code, msg)
 	}
@@ -400,12 +406,7 @@ func TestTheNextLeaderBooksAfterWhatTheLastOneHadBooked(t *testing.T) {
 		return nil
 	})
 	b := e.startReplica(t, "vpcnet-budget-b")
-	eventually(t, 10*time.Second, "replica b is ready", func() error {
-		if code := b.get(t, "/readyz"); code != http.StatusOK {
-			return fmt.Errorf("/readyz answered %d", code)
-		}
-		return nil
-	})
+	b.waitReady(t)
 	a.stop(t)
 	var next budgetapi.Answer
 	eventually(t, 10*time.Second, "replica b answers", func() error {
