@@ -14,16 +14,23 @@ import (
 // granted waits until the cluster's EC2 budget, if there is one, grants
 // calls, the job's (executor.Calls): pods waiting for the job
 // (nodestate's Urgent, read afresh at every ask) go before warm-pool
-// work. It is false only when ctx ended.
-func (a *Agent) granted(ctx context.Context, j nodestate.Job, calls []string) bool {
-	if a.budget == nil || len(calls) == 0 {
+// work. The machine is told once they are granted (nodestate.JobGrant),
+// so Adds the addresses the job brings will serve wait for them. It is
+// false only when ctx ended or the owner stopped.
+func (a *Agent) granted(ctx context.Context, j nodestate.Job, calls []string, tell func(nodestate.Event) bool) bool {
+	if len(calls) == 0 {
 		return true
 	}
-	urgent := func() bool {
-		h := a.summary.Load()
-		return h != nil && slices.Contains(h.view.Urgent, j.ID)
+	if a.budget != nil {
+		urgent := func() bool {
+			h := a.summary.Load()
+			return h != nil && slices.Contains(h.view.Urgent, j.ID)
+		}
+		if a.budget.Acquire(ctx, calls, urgent) != nil {
+			return false
+		}
 	}
-	return a.budget.Acquire(ctx, calls, urgent) == nil
+	return tell(nodestate.JobGrant{JobID: j.ID})
 }
 
 // watchHolds tells the machine when the budget client starts or stops

@@ -131,7 +131,7 @@ func (a *Agent) write(p nodestate.Persist) Work {
 func (a *Agent) job(j nodestate.Job) Work {
 	calls := a.x.Calls(j)
 	return Work{Job: &j, Calls: calls, Run: func(ctx context.Context, tell func(nodestate.Event) bool) {
-		if !a.granted(ctx, j, calls) {
+		if !a.granted(ctx, j, calls, tell) {
 			return // the agent stops
 		}
 		ev := a.x.Run(ctx, j)

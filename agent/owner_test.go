@@ -158,3 +158,55 @@ func TestAJobIsHandedOutWithTheUrgencyTheBudgetWillRead(t *testing.T) {
 		t.Errorf("the first fill (job %d) went out while the published summary did not call it urgent", fill.ID)
 	}
 }
+
+// A job whose EC2 calls the cluster's budget grants tells the machine so
+// before it calls (nodestate.JobGrant): Adds waiting for the addresses
+// it brings then wait for them past their deadline, rather than fail
+// moments before they come. Work that calls no EC2 tells nothing extra.
+func TestAJobTellsTheMachineOfItsGrantBeforeItsResult(t *testing.T) {
+	w := newWorld(t)
+	n := w.node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
+	o := n.options(t)
+	fx := &heldWork{}
+	o.Effects = fx
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sawEC2 := false
+	for len(fx.work) > 0 {
+		wk := fx.work[0]
+		fx.work = fx.work[1:]
+		var told []nodestate.Event
+		wk.Run(ctx, func(ev nodestate.Event) bool {
+			told = append(told, ev)
+			a.Step(ctx, ev)
+			return true
+		})
+		if wk.Job == nil {
+			continue
+		}
+		var granted bool
+		if len(told) > 0 {
+			g, ok := told[0].(nodestate.JobGrant)
+			granted = ok && g.JobID == wk.Job.ID
+		}
+		if len(wk.Calls) == 0 {
+			if granted {
+				t.Errorf("job %d (%s) calls no EC2, yet told the machine of a grant", wk.Job.ID, wk.Job.Kind)
+			}
+			continue
+		}
+		sawEC2 = true
+		if !granted || len(told) != 2 {
+			t.Errorf("job %d (%s, calls %v) told %+v; want its grant, then its result", wk.Job.ID, wk.Job.Kind, wk.Calls, told)
+		}
+	}
+	if !sawEC2 {
+		t.Fatal("no job called EC2; the test meant the warm pool to grow")
+	}
+}

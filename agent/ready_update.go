@@ -77,8 +77,10 @@ func (a *Agent) egressV4() *cniconf.EgressV4Conf {
 }
 
 // pluginTimeoutSlack is how much longer than VPCNET_ADD_WAIT the plugin
-// waits for the agent's answer to an Add.
-const pluginTimeoutSlack = 30 * time.Second
+// waits for the agent's answer to an Add: the longest the machine holds
+// an Add past it (nodestate.AnswerSlack), and 5 s for the answer to
+// reach the plugin.
+const pluginTimeoutSlack = nodestate.AnswerSlack + 5*time.Second
 
 // The CNI configuration's state: not yet written, being written, written.
 const (

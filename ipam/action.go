@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 )
@@ -126,6 +127,22 @@ func (a Action) String() string {
 		b.WriteString(a.Reason)
 	}
 	return b.String()
+}
+
+// Brings is how many pod addresses the action adds to the pool once EC2
+// has done it: Count addresses, or Count /28 prefixes of 16, for
+// AttachENI and AssignBlocks; an IPv6 /80 holds more than any node runs
+// pods (math.MaxInt32); the other kinds add none.
+func (a Action) Brings() int {
+	switch {
+	case a.Kind != AttachENI && a.Kind != AssignBlocks:
+		return 0
+	case a.IPv6:
+		return math.MaxInt32
+	case a.Prefixes:
+		return a.Count * 16
+	}
+	return a.Count
 }
 
 func (a Action) blockNoun(n int) string {

@@ -289,9 +289,12 @@ func (fx *runs) Go(ctx context.Context, w agent.Work) {
 			calls := n.tr.count()
 			w.Run(ctx, func(ev nodestate.Event) bool {
 				took := r.latency(n.tr.count() - calls)
+				_, granted := ev.(nodestate.JobGrant)
 				r.q.at(r.now().Add(took), func() {
 					if n.gen == gen {
-						n.jobs--
+						if !granted {
+							n.jobs-- // the job's result
+						}
 						n.step(ev)
 					}
 				})

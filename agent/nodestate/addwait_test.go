@@ -142,3 +142,91 @@ func TestAnAddWaitsOutABudgetFailoverOnTopOfAddWait(t *testing.T) {
 		}
 	})
 }
+
+// An Add whose deadline comes while EC2 is already making its address
+// (the job that brings it was granted: JobGrant, or its ENI attaches)
+// waits for it, up to AnswerSlack past AddWait: failed moments before
+// its address comes, its pod would pay kubelet's backoff (10 to 15 s)
+// and a new sandbox (scale's 1,000-node failover: 102 pods, each failed
+// 1 to 2 s before its address came). An Add whose job still waits for
+// the cluster's budget fails at its deadline as before.
+func TestAnAddWaitsPastItsDeadlineForAnAddressEC2IsMaking(t *testing.T) {
+	cfg := testConfig()
+	cfg.AddWait = time.Minute
+	start := func(t *testing.T) (*Node, Job) {
+		t.Helper()
+		n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Step(t0, HostResult{})
+		n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
+		n.Step(t0, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
+		jobs, _ := drain(t, n, t0)
+		grow, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks })
+		if !ok {
+			t.Fatalf("jobs %v; want the full pool to grow", jobs)
+		}
+		return n, grow
+	}
+	answer := func(t *testing.T, n *Node, at time.Time, ev Event) []Reply {
+		t.Helper()
+		n.Step(at, ev)
+		_, replies := drain(t, n, at)
+		return replies
+	}
+	failed := func(r []Reply) bool { return len(r) == 1 && r[0].ID == 2 && r[0].Err != nil }
+	deadline, limit := t0.Add(time.Minute), t0.Add(time.Minute+AnswerSlack)
+
+	t.Run("granted before the deadline, done after it", func(t *testing.T) {
+		n, grow := start(t)
+		answer(t, n, deadline.Add(-time.Second), JobGrant{JobID: grow.ID})
+		if r := answer(t, n, deadline, Tick{}); len(r) != 0 {
+			t.Fatalf("at AddWait, with EC2 assigning its address: replies %+v; want the Add to wait", r)
+		}
+		if wake := n.wake(); !wake.Equal(limit) {
+			t.Fatalf("the node wants to be woken at %v; want at AddWait plus AnswerSlack", wake.Sub(t0))
+		}
+		r := answer(t, n, deadline.Add(2*time.Second), ActionResult{JobID: grow.ID, Blocks: []netip.Prefix{netip.MustParsePrefix("10.0.0.6/32")}})
+		if len(r) != 1 || r[0].ID != 2 || r[0].Err != nil {
+			t.Fatalf("once the address came: replies %+v; want the waiting Add given it", r)
+		}
+	})
+
+	t.Run("still waiting for the budget", func(t *testing.T) {
+		n, _ := start(t)
+		if r := answer(t, n, deadline, Tick{}); !failed(r) {
+			t.Fatalf("at AddWait, its job not granted: replies %+v; want the Add failed", r)
+		}
+	})
+
+	t.Run("granted, EC2 slower than the plugin waits", func(t *testing.T) {
+		n, grow := start(t)
+		answer(t, n, deadline.Add(-time.Second), JobGrant{JobID: grow.ID})
+		if r := answer(t, n, limit.Add(-time.Millisecond), Tick{}); len(r) != 0 {
+			t.Fatalf("before AddWait plus AnswerSlack: replies %+v; want the Add to wait", r)
+		}
+		if r := answer(t, n, limit, Tick{}); !failed(r) {
+			t.Fatalf("at AddWait plus AnswerSlack: replies %+v; want the Add failed before the plugin times out", r)
+		}
+	})
+
+	t.Run("granted, EC2 refuses", func(t *testing.T) {
+		n, grow := start(t)
+		answer(t, n, deadline.Add(-time.Second), JobGrant{JobID: grow.ID})
+		answer(t, n, deadline, Tick{})
+		r := answer(t, n, deadline.Add(time.Second), ActionResult{JobID: grow.ID, Err: errors.New("InsufficientFreeAddressesInSubnet")})
+		if !failed(r) {
+			t.Fatalf("once EC2 refused the address: replies %+v; want the Add failed at once", r)
+		}
+	})
+
+	t.Run("the grant's news after the result", func(t *testing.T) {
+		n, grow := start(t)
+		answer(t, n, deadline.Add(-2*time.Second), ActionResult{JobID: grow.ID, Err: errors.New("RequestLimitExceeded")})
+		answer(t, n, deadline.Add(-time.Second), JobGrant{JobID: grow.ID})
+		if r := answer(t, n, deadline, Tick{}); !failed(r) {
+			t.Fatalf("at AddWait, its job answered before its grant's news: replies %+v; want the Add failed", r)
+		}
+	})
+}

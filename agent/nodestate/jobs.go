@@ -13,7 +13,10 @@ import (
 type jobTable struct {
 	nextID   uint64
 	inFlight map[uint64]Job
-	later    []scheduled
+	// granted are the jobs in flight whose calls the cluster's budget
+	// granted (JobGrant): they call EC2 now.
+	granted map[uint64]bool
+	later   []scheduled
 }
 
 type scheduled struct {
@@ -21,7 +24,10 @@ type scheduled struct {
 	job Job
 }
 
-func (t *jobTable) init() { t.inFlight = make(map[uint64]Job) }
+func (t *jobTable) init() {
+	t.inFlight = make(map[uint64]Job)
+	t.granted = make(map[uint64]bool)
+}
 
 func (t *jobTable) start(j Job) Job {
 	t.nextID++
@@ -34,7 +40,28 @@ func (t *jobTable) start(j Job) Job {
 func (t *jobTable) done(id uint64) (Job, bool) {
 	j, ok := t.inFlight[id]
 	delete(t.inFlight, id)
+	delete(t.granted, id)
 	return j, ok
+}
+
+// grant records that job id's calls were granted; a job already
+// answered (its result overtook the news) is not recorded.
+func (t *jobTable) grant(id uint64) {
+	if _, ok := t.inFlight[id]; ok {
+		t.granted[id] = true
+	}
+}
+
+// brings counts the addresses the granted jobs in flight will add to the
+// pool (ipam.Action.Brings).
+func (t *jobTable) brings() int {
+	k := 0
+	for id := range t.granted {
+		if j := t.inFlight[id]; j.Kind == JobAction {
+			k += j.Action.Brings()
+		}
+	}
+	return k
 }
 
 func (t *jobTable) schedule(at time.Time, j Job) { t.later = append(t.later, scheduled{at, j}) }

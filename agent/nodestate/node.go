@@ -243,6 +243,8 @@ func (n *Node) Step(now time.Time, ev Event) {
 		n.pressure.set(ev)
 	case BudgetFailover:
 		n.reqs.failover(ev, now)
+	case JobGrant:
+		n.jobs.grant(ev.JobID)
 	case PodsScheduled:
 		n.sched.set(ev)
 	default:
@@ -281,7 +283,7 @@ func (n *Node) wake() time.Time {
 		}
 	}
 	earliest(n.cloud.nextResync)
-	earliest(n.reqs.nextDeadline())
+	earliest(n.reqs.nextDeadline(n.arriving()))
 	earliest(n.jobs.nextScheduled())
 	// NextFree is zero when nothing cools; one Stats per Ready.
 	earliest(n.pool.Stats(n.last).NextFree)

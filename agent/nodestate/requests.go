@@ -25,6 +25,9 @@ type waiter struct {
 	// failover (BudgetFailover) its deadline has been pushed back by.
 	since   time.Time
 	heldFor time.Duration
+	// limit is the latest it is answered: AddWait and AnswerSlack after
+	// it came.
+	limit time.Time
 }
 
 // hopelessWait is how long an Add waits when no address is on its way
@@ -38,11 +41,20 @@ type waiter struct {
 // the pod starts that much after its address came.
 const hopelessWait = 10 * time.Second
 
+// AnswerSlack is how long past AddWait an Add may still be answered: the
+// plugin waits that and 5 s more (pluginTimeoutSlack in package agent),
+// 90 s in all with the default AddWait, inside the 2 min kubelet gives
+// the runtime to make a sandbox (runtimeRequestTimeout's default). Both ways an Add waits past its deadline stay inside it: a
+// budget failover (failoverWait), and addresses EC2 is already making
+// for the node (arriving), which would otherwise come moments after the
+// Add failed, and its pod would start only after kubelet's backoff (10
+// to 15 s) and a new sandbox.
+const AnswerSlack = 25 * time.Second
+
 // failoverWait is the most an Add's deadline is pushed back while the
 // cluster's budget controller fails over (BudgetFailover): the Lease's
-// takeover, 15 to 24 s with the controller's defaults, and less than the
-// plugin's slack over AddWait (pluginTimeoutSlack, 30 s), so the plugin
-// still hears the answer.
+// takeover, 15 to 24 s with the controller's defaults, and within
+// AnswerSlack, so the plugin still hears the answer.
 const failoverWait = 20 * time.Second
 
 // BudgetFailover says whether the node's budget client holds the node's
@@ -86,6 +98,15 @@ func (r *requests) deadline(w waiter) time.Time {
 	return w.deadline.Add(failoverWait - w.heldFor)
 }
 
+// expiry is when w fails: its deadline, or its limit if the addresses
+// EC2 is making for the node now will serve it (served; see arriving).
+func (r *requests) expiry(w waiter, served bool) time.Time {
+	if served {
+		return maxTime(r.deadline(w), w.limit)
+	}
+	return r.deadline(w)
+}
+
 // failover starts or ends the budget controller's failover: at its end
 // each waiting Add's deadline moves by how long it waited through it.
 func (r *requests) failover(ev BudgetFailover, now time.Time) {
@@ -102,10 +123,13 @@ func (r *requests) failover(ev BudgetFailover, now time.Time) {
 	}
 }
 
-func (r *requests) nextDeadline() time.Time {
+// nextDeadline is when a waiting Add or a remembered demand next comes
+// due; the oldest arriving waiting Adds wait for the addresses on their
+// way (arriving).
+func (r *requests) nextDeadline(arriving int) time.Time {
 	var t time.Time
-	for _, w := range r.waiters {
-		if d := r.deadline(w); t.IsZero() || d.Before(t) {
+	for i, w := range r.waiters {
+		if d := r.expiry(w, i < arriving); t.IsZero() || d.Before(t) {
 			t = d
 		}
 		if !w.judging && w.judgeAt.Before(t) {
@@ -170,7 +194,8 @@ func (n *Node) onAdd(ev AddRequest, now time.Time) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod,
-		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait)), since: now})
+		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait)), since: now,
+		limit: now.Add(n.cfg.AddWait + AnswerSlack)})
 	n.burst.waited(now)
 }
 
@@ -228,14 +253,31 @@ func (n *Node) serveWaiters(now time.Time) {
 	}
 }
 
+// arriving counts the addresses EC2 is making for the node now: those of
+// ENIs attaching and of granted jobs in flight (JobGrant). No budget
+// wait stands between them and the pool, so the Adds they will serve,
+// oldest first, wait for them. An Add whose job still waits for the
+// budget does not: that wait has no bound known here, and a budget
+// failover moves it by its takeover, so an Add held for it without a
+// failover and failed with one would lose its place in line.
+func (n *Node) arriving() int {
+	k := n.jobs.brings()
+	for _, at := range n.cloud.attaching {
+		k += at.action.Brings()
+	}
+	return k
+}
+
 // expireWaiters fails the Adds whose wait is over, each with the reason:
-// after AddWait, or after hopelessWait when no address is on its way.
+// after AddWait (later for those addresses on their way will serve), or
+// after hopelessWait when no address is on its way.
 func (n *Node) expireWaiters(now time.Time) {
 	var keep []waiter
 	var why *NoAddressError // the node's, made once
-	for _, w := range n.reqs.waiters {
+	arriving := n.arriving()
+	for i, w := range n.reqs.waiters {
 		hopeless := false
-		deadline := n.reqs.deadline(w)
+		deadline := n.reqs.expiry(w, i < arriving)
 		if !now.Before(w.judgeAt) && now.Before(deadline) {
 			w.judging = true
 			if why == nil {

@@ -134,6 +134,15 @@ type GCRequest struct {
 	Valid   map[ipam.Key]bool
 }
 
+// JobGrant says the cluster's EC2 budget granted job JobID's calls
+// (Job.Calls): the job calls EC2 now. Adds that the addresses it brings
+// will serve wait for them past their deadline, within the plugin's
+// patience (AnswerSlack): an Add failed moments before its address
+// comes costs its pod kubelet's backoff (10 to 15 s) and a new sandbox.
+// Every job that lists calls is told granted once before it runs, also
+// without a budget.
+type JobGrant struct{ JobID uint64 }
+
 // Cancel says the caller of request ID has gone (the plugin's deadline);
 // a waiting Add stops waiting but still counts as demand.
 type Cancel struct{ ID uint64 }
@@ -270,6 +279,7 @@ func (AddRequest) event()      {}
 func (DelRequest) event()      {}
 func (GCRequest) event()       {}
 func (Cancel) event()          {}
+func (JobGrant) event()        {}
 func (Tick) event()            {}
 func (ResyncNow) event()       {}
 func (Persisted) event()       {}
