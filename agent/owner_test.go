@@ -40,20 +40,27 @@ func (h *heldWork) next(write bool) (Work, bool) {
 	return Work{}, false
 }
 
-func TestAnOwnerOnOneThreadHearsItsAddAnsweredOnlyOnceTheWriteHasRun(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
-	o := n.options(t)
-	fx := &heldWork{}
+// startHeld starts an agent of WARM_IP_TARGET=2 whose work waits in fx
+// until the test runs it; o is its options (its checkpoint's path).
+func startHeld(t *testing.T) (a *Agent, fx *heldWork, o Options) {
+	t.Helper()
+	n := newWorld(t).node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
+	o = n.options(t)
+	fx = &heldWork{}
 	o.Effects = fx
 	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := a.Start(ctx); err != nil {
+	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return a, fx, o
+}
+
+func TestAnOwnerOnOneThreadHearsItsAddAnsweredOnlyOnceTheWriteHasRun(t *testing.T) {
+	a, fx, o := startHeld(t)
+	ctx := context.Background()
 	tell := func(ev nodestate.Event) bool { a.Step(ctx, ev); return true }
 	// The owner's jobs fill the warm pool; nothing runs until the test
 	// runs it.
@@ -164,19 +171,8 @@ func TestAJobIsHandedOutWithTheUrgencyTheBudgetWillRead(t *testing.T) {
 // it brings then wait for them past their deadline, rather than fail
 // moments before they come. Work that calls no EC2 tells nothing extra.
 func TestAJobTellsTheMachineOfItsGrantBeforeItsResult(t *testing.T) {
-	w := newWorld(t)
-	n := w.node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
-	o := n.options(t)
-	fx := &heldWork{}
-	o.Effects = fx
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, fx, _ := startHeld(t)
 	ctx := context.Background()
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	sawEC2 := false
 	for len(fx.work) > 0 {
 		wk := fx.work[0]

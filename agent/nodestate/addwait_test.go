@@ -18,17 +18,7 @@ import (
 func TestAnAddWaitsForAnAddressOnItsWayAndFailsSoonWhenNoneCanCome(t *testing.T) {
 	cfg := testConfig()
 	cfg.AddWait = time.Minute
-	full := func(t *testing.T) (*Node, []Job) {
-		t.Helper()
-		n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Step(t0, HostResult{})
-		n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
-		jobs, _ := drain(t, n, t0)
-		return n, jobs
-	}
+	full := func(t *testing.T) (*Node, []Job) { return fullNode(t, cfg) }
 	add := func(n *Node, now time.Time) {
 		n.Step(now, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
 	}
@@ -79,6 +69,34 @@ func TestAnAddWaitsForAnAddressOnItsWayAndFailsSoonWhenNoneCanCome(t *testing.T)
 	})
 }
 
+// fullNode starts a node whose primary ENI holds one address, and gives
+// it to an Add at t0; it returns the jobs handed out.
+func fullNode(t *testing.T, cfg Config) (*Node, []Job) {
+	t.Helper()
+	n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Step(t0, HostResult{})
+	n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
+	jobs, _ := drain(t, n, t0)
+	return n, jobs
+}
+
+// secondAddWaits is fullNode with a second Add at t0, which waits for
+// the job that grows the pool (an assign), returned.
+func secondAddWaits(t *testing.T, cfg Config) (*Node, Job) {
+	t.Helper()
+	n, jobs := fullNode(t, cfg)
+	n.Step(t0, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
+	more, _ := drain(t, n, t0)
+	grow, ok := find(append(jobs, more...), func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks })
+	if !ok {
+		t.Fatalf("jobs %v; want the full pool to grow", append(jobs, more...))
+	}
+	return n, grow
+}
+
 // While the budget controller fails over (the node's budget client holds
 // its EC2 calls for the next leader), a waiting Add's deadline stands
 // still, up to failoverWait: its address comes about the takeover
@@ -89,15 +107,7 @@ func TestAnAddWaitsOutABudgetFailoverOnTopOfAddWait(t *testing.T) {
 	cfg := testConfig()
 	cfg.AddWait = time.Minute
 	start := func(t *testing.T) *Node {
-		t.Helper()
-		n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Step(t0, HostResult{})
-		n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
-		n.Step(t0, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
-		drain(t, n, t0)
+		n, _ := secondAddWaits(t, cfg)
 		return n
 	}
 	failed := func(t *testing.T, n *Node, at time.Time) bool {
@@ -153,22 +163,7 @@ func TestAnAddWaitsOutABudgetFailoverOnTopOfAddWait(t *testing.T) {
 func TestAnAddWaitsPastItsDeadlineForAnAddressEC2IsMaking(t *testing.T) {
 	cfg := testConfig()
 	cfg.AddWait = time.Minute
-	start := func(t *testing.T) (*Node, Job) {
-		t.Helper()
-		n, err := New(cfg, Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32")}, Devices: []int{0}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Step(t0, HostResult{})
-		n.Step(t0, AddRequest{ID: 1, Key: podKey(1), Pod: ipam.Pod{Namespace: "default", Name: "p1"}})
-		n.Step(t0, AddRequest{ID: 2, Key: podKey(2), Pod: ipam.Pod{Namespace: "default", Name: "p2"}})
-		jobs, _ := drain(t, n, t0)
-		grow, ok := find(jobs, func(j Job) bool { return j.Kind == JobAction && j.Action.Kind == ipam.AssignBlocks })
-		if !ok {
-			t.Fatalf("jobs %v; want the full pool to grow", jobs)
-		}
-		return n, grow
-	}
+	start := func(t *testing.T) (*Node, Job) { return secondAddWaits(t, cfg) }
 	answer := func(t *testing.T, n *Node, at time.Time, ev Event) []Reply {
 		t.Helper()
 		n.Step(at, ev)
