@@ -593,7 +593,7 @@ func TestAPodsChainsAreWrittenBeforeItsAddressAndItsAddAddsOnlyMapEntries(t *tes
 	bound := ref(pp.b, "pol-b")
 	bound.IP = netip.Addr{}
 	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: bound, Ingress: iso}}})
-	before := listTable(t, pp.n.node, PolicyTable, true)
+	before := withoutCounts(listTable(t, pp.n.node, PolicyTable, true))
 	text := strings.Join(before, "\n")
 	if !strings.Contains(text, "chain in-default/pol-b") || strings.Contains(text, "jump in-default/pol-b") {
 		t.Fatalf("want b's chain written with no map entry before its address:\n%s", text)
@@ -602,7 +602,10 @@ func TestAPodsChainsAreWrittenBeforeItsAddressAndItsAddAddsOnlyMapEntries(t *tes
 		t.Error("b is isolated before any map entry sends its address to its chain")
 	}
 	pp.set(t, verdicts.Ruleset{Pods: []verdicts.PodRules{{Pod: ref(pp.b, "pol-b"), Ingress: iso}}})
-	after := listTable(t, pp.n.node, PolicyTable, true)
+	// Counters are left out of both listings: a packet may be counted
+	// between them (the last ACK of c's connection, arriving once b is
+	// isolated: "packets 1 bytes 52", seen once in CI).
+	after := withoutCounts(listTable(t, pp.n.node, PolicyTable, true))
 	if reaches(pp.c, pp.b, 8080) || !reaches(pp.a, pp.b, 8080) {
 		t.Error("b's verdicts are not in force once its address is")
 	}
