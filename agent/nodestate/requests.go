@@ -25,10 +25,11 @@ type waiter struct {
 	// failover (BudgetFailover) its deadline has been pushed back by.
 	since   time.Time
 	heldFor time.Duration
-	// limit is the latest it is answered: AddWait and AnswerSlack after
-	// it came.
-	limit time.Time
 }
+
+// limit is the latest w is answered: AddWait and AnswerSlack after it
+// came (its deadline before any failover moved it, plus AnswerSlack).
+func (w waiter) limit() time.Time { return w.deadline.Add(AnswerSlack - w.heldFor) }
 
 // hopelessWait is how long an Add waits when no address is on its way
 // (the subnet is out of addresses, the instance out of ENIs, the node
@@ -44,11 +45,12 @@ const hopelessWait = 10 * time.Second
 // AnswerSlack is how long past AddWait an Add may still be answered: the
 // plugin waits that and 5 s more (pluginTimeoutSlack in package agent),
 // 90 s in all with the default AddWait, inside the 2 min kubelet gives
-// the runtime to make a sandbox (runtimeRequestTimeout's default). Both ways an Add waits past its deadline stay inside it: a
-// budget failover (failoverWait), and addresses EC2 is already making
-// for the node (arriving), which would otherwise come moments after the
-// Add failed, and its pod would start only after kubelet's backoff (10
-// to 15 s) and a new sandbox.
+// the runtime to make a sandbox (runtimeRequestTimeout's default). Both
+// ways an Add waits past its deadline stay inside it: a budget failover
+// (failoverWait), and addresses EC2 is already making for the node
+// (arriving), which would otherwise come moments after the Add failed,
+// and its pod would start only after kubelet's backoff (10 to 15 s) and
+// a new sandbox.
 const AnswerSlack = 25 * time.Second
 
 // failoverWait is the most an Add's deadline is pushed back while the
@@ -102,7 +104,7 @@ func (r *requests) deadline(w waiter) time.Time {
 // EC2 is making for the node now will serve it (served; see arriving).
 func (r *requests) expiry(w waiter, served bool) time.Time {
 	if served {
-		return maxTime(r.deadline(w), w.limit)
+		return maxTime(r.deadline(w), w.limit())
 	}
 	return r.deadline(w)
 }
@@ -194,8 +196,7 @@ func (n *Node) onAdd(ev AddRequest, now time.Time) {
 		return
 	}
 	n.reqs.waiters = append(n.reqs.waiters, waiter{id: ev.ID, key: ev.Key, pod: ev.Pod,
-		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait)), since: now,
-		limit: now.Add(n.cfg.AddWait + AnswerSlack)})
+		deadline: now.Add(n.cfg.AddWait), judgeAt: now.Add(min(hopelessWait, n.cfg.AddWait)), since: now})
 	n.burst.waited(now)
 }
 
@@ -261,6 +262,9 @@ func (n *Node) serveWaiters(now time.Time) {
 // failover moves it by its takeover, so an Add held for it without a
 // failover and failed with one would lose its place in line.
 func (n *Node) arriving() int {
+	if len(n.reqs.waiters) == 0 {
+		return 0 // no Add to serve: every step asks
+	}
 	k := n.jobs.brings()
 	for _, at := range n.cloud.attaching {
 		k += at.action.Brings()
