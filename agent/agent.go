@@ -89,7 +89,7 @@ type Budget interface {
 	// Acquire returns when the calls of actions may be made; urgent says,
 	// each time it is asked, whether pods wait for them. It fails only
 	// when ctx ends.
-	Acquire(ctx context.Context, actions []string, urgent func() bool) error
+	Acquire(ctx context.Context, actions []string, need func() budgetapi.Need) error
 	// Pressure reports the subnets EC2 found out of addresses and
 	// answers which of subnets are nearly full (none without a
 	// controller).

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/clock"
 )
 
@@ -22,16 +23,23 @@ func (a *Agent) granted(ctx context.Context, j nodestate.Job, calls []string, te
 		return true
 	}
 	if a.budget != nil {
-		urgent := func() bool {
+		need := func() budgetapi.Need {
 			h := a.summary.Load()
-			return h != nil && slices.Contains(h.view.Urgent, j.ID)
+			if h == nil || !slices.Contains(h.view.Urgent, j.ID) {
+				return budgetapi.Need{}
+			}
+			return budgetapi.Need{Urgent: true, Since: h.view.WaitingSince}
 		}
-		if a.budget.Acquire(ctx, calls, urgent) != nil {
+		if a.budget.Acquire(ctx, calls, need) != nil {
 			return false
 		}
 	}
 	return tell(nodestate.JobGrant{JobID: j.ID})
 }
+
+// startupNeed is what start-up's EC2 reads are wanted for: urgently (the
+// node is not Ready until they are made), with no pod waiting yet.
+func startupNeed() budgetapi.Need { return budgetapi.Need{Urgent: true} }
 
 // watchHolds tells the machine when the budget client starts or stops
 // holding EC2 calls for the controller's next leader, so waiting Adds

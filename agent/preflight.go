@@ -271,7 +271,7 @@ func (a *Agent) probe(ctx context.Context) introspect.IAMStatus {
 	// a token from the action's bucket is not documented): the budget,
 	// if any, grants the probe's calls as warm-pool work, after pods.
 	if a.budget != nil {
-		if err := a.budget.Acquire(ctx, a.probeCalls(), func() bool { return false }); err != nil {
+		if err := a.budget.Acquire(ctx, a.probeCalls(), func() budgetapi.Need { return budgetapi.Need{} }); err != nil {
 			unknown("DescribeNetworkInterfaces", err)
 			return st
 		}

@@ -153,7 +153,7 @@ func (a *Agent) instanceLimits(ctx context.Context, self cloud.Self) (limits.Lim
 		// A type the table lacks is read from EC2, as every node of the
 		// type starting at once does: the budget grants it (urgent: no
 		// pod is served before).
-		if err := a.budget.Acquire(ctx, []string{"DescribeInstanceTypes"}, func() bool { return true }); err != nil {
+		if err := a.budget.Acquire(ctx, []string{"DescribeInstanceTypes"}, startupNeed); err != nil {
 			return limits.Limits{}, fmt.Sprintf("instance type %s: %v", self.InstanceType, err)
 		}
 	}
@@ -225,7 +225,7 @@ func (a *Agent) bootNode(ctx context.Context) (*nodestate.Node, error) {
 		if a.budget != nil {
 			// The subnets new ENIs may use, which hold the secondary
 			// ENIs', are read once (Executor.Boot).
-			if err := a.budget.Acquire(ctx, []string{"DescribeNetworkInterfaces", "DescribeSubnets"}, func() bool { return true }); err != nil {
+			if err := a.budget.Acquire(ctx, []string{"DescribeNetworkInterfaces", "DescribeSubnets"}, startupNeed); err != nil {
 				return err
 			}
 		}

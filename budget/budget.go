@@ -23,6 +23,7 @@
 package budget
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -160,6 +161,15 @@ type Request struct {
 	// the previous one's tickets in their order, where it would have
 	// booked them afresh behind everything asked since.
 	SlotMs *int64 `json:"slotMs,omitempty"`
+	// Ask numbers the job's request among the node's, the same every
+	// time the job asks: a leader that gathers the requests held through
+	// its takeover (Term.Gather) answers each by it when it comes back.
+	Ask uint64 `json:"ask,omitempty"`
+	// AgeMs is how long the request has been needed: the longer of how
+	// long the client has held it for want of a leader (a failover) and
+	// how long the node's longest-waiting pod has waited for it. A new
+	// leader books what it gathers at its term's start oldest first.
+	AgeMs int64 `json:"ageMs,omitempty"`
 }
 
 // MaxSlot bounds a ticket's slot either side of now: a schedule booked
@@ -227,6 +237,25 @@ type Ledger struct {
 	// back for them; lastTicket numbers every ticket.
 	tickets    map[uint64]ticket
 	lastTicket uint64
+	// gatherUntil is when this term's gathering ends (Term.Gather);
+	// zero once it is booked. asks are the requests gathered, by node
+	// and number, until their holders come back for their slots.
+	gatherUntil time.Time
+	asks        map[askKey]*gathered
+}
+
+type askKey struct {
+	node string
+	ask  uint64
+}
+
+// gathered is a request gathered at the start of a term.
+type gathered struct {
+	// asked is when it was first needed (Request.AgeMs before it came).
+	asked   time.Time
+	actions []string
+	// slot is where it was booked once the gathering ended; zero before.
+	slot time.Time
 }
 
 // ticket is a slot charged for a node's request beyond the horizon.
@@ -283,7 +312,7 @@ func New(cfg Config) *Ledger {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Ledger{cfg: cfg, actions: map[string]*action{}, pressure: map[string]time.Time{}, tickets: map[uint64]ticket{}}
+	return &Ledger{cfg: cfg, actions: map[string]*action{}, pressure: map[string]time.Time{}, tickets: map[uint64]ticket{}, asks: map[askKey]*gathered{}}
 }
 
 func (l *Ledger) action(name string) *action {
@@ -351,6 +380,14 @@ type Term struct {
 	// Booked, as its last renewal of the Lease carried it; nil if
 	// unknown).
 	Booked map[string]time.Time
+	// Gather is how long from Now urgent requests are gathered, not
+	// booked, and then booked oldest first (Request.AgeMs): every client that held its jobs through the
+	// takeover asks again within it (budgetapi.TermGather). Booked as
+	// they came back, the requests of a takeover were granted in the
+	// order of their clients' retries, and a pod whose node asked just
+	// after the leader died waited the takeover and the whole takeover's
+	// requests besides. Zero: none.
+	Gather time.Duration
 }
 
 // StartTerm says this Ledger takes over the cluster's schedule. Each
@@ -369,6 +406,10 @@ func (l *Ledger) StartTerm(t Term) {
 	// its own term's start), which come back too.
 	l.firstTicket = max(l.lastTicket, uint64(max(t.Now.UnixNano(), 0))) + 1
 	l.lastTicket = l.firstTicket - 1
+	l.gatherUntil, l.asks = time.Time{}, map[askKey]*gathered{}
+	if t.Gather > 0 {
+		l.gatherUntil = t.Now.Add(t.Gather)
+	}
 	for name, a := range l.actions {
 		l.takeOver(name, a)
 	}
@@ -454,54 +495,166 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 		l.throttle(l.action(name), now)
 	}
 	if l.seq%ticketsPruneEvery == 0 {
-		for id, t := range l.tickets {
-			if now.Sub(t.at) > maxDefer {
-				delete(l.tickets, id)
-			}
-		}
+		l.prune(now)
 	}
 	if len(r.Actions) == 0 {
 		return Grant{}
 	}
 	if t, ok := l.tickets[r.Ticket]; ok && r.Ticket != 0 && t.node == r.Node {
-		if d := t.at.Sub(now); d > l.cfg.Horizon {
-			return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: r.Ticket, Slot: d} // came back early
-		}
-		delete(l.tickets, r.Ticket)
-		return Grant{Wait: max(t.at.Sub(now), 0)}
+		return l.collect(now, r.Ticket, t)
 	}
 	if r.SlotMs != nil && r.Ticket != 0 {
 		return l.redeem(now, r, now.Add(time.Duration(*r.SlotMs)*time.Millisecond), r.Ticket < l.firstTicket)
 	}
-	at := now
-	for _, name := range r.Actions {
-		a := l.action(name)
-		_, tol := l.params(a, now)
-		if !r.Urgent {
-			tol = time.Duration(float64(tol) * (1 - l.cfg.Reserve))
-		}
-		if s := maxTime(a.booked, now).Add(-tol); s.After(at) {
-			at = s
-		}
+	if g, ok := l.gather(now, r); ok {
+		return g
 	}
+	at := l.place(now, r.Actions, r.Urgent)
 	if !r.Urgent && at.After(now) {
 		for _, name := range r.Actions {
 			l.action(name).deferrals++
 		}
 		return Grant{Deferred: min(max(at.Sub(now), minDefer), maxDefer) + spread(r.Node, l.seq)}
 	}
-	// Each action's slot is where the calls are made, at: an action
-	// whose own schedule had room sooner must not hand that room out
-	// again before at, or its calls would bunch up behind this one.
-	for _, name := range r.Actions {
-		a := l.action(name)
-		gap, _ := l.params(a, now)
-		a.booked = maxTime(a.booked, at).Add(gap)
-	}
+	l.book(now, r.Actions, at)
 	if g, ok := l.ticket(now, at); ok {
 		return g
 	}
 	return l.grant(now, r.Actions, at)
+}
+
+// collect answers the holder of ticket id, charged to the buckets at
+// t.at: granted its slot, or told to come back for it if it lies beyond
+// the horizon.
+func (l *Ledger) collect(now time.Time, id uint64, t ticket) Grant {
+	if d := t.at.Sub(now); d > l.cfg.Horizon {
+		return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: id, Slot: d} // came back early
+	}
+	delete(l.tickets, id)
+	return Grant{Wait: max(t.at.Sub(now), 0)}
+}
+
+// prune drops the tickets and gathered requests nobody came back for (a
+// job cancelled, an agent restarted) maxDefer after their slots.
+func (l *Ledger) prune(now time.Time) {
+	for id, t := range l.tickets {
+		if now.Sub(t.at) > maxDefer {
+			delete(l.tickets, id)
+		}
+	}
+	for k, g := range l.asks {
+		if !g.slot.IsZero() && now.Sub(g.slot) > maxDefer {
+			delete(l.asks, k)
+		}
+	}
+}
+
+// place is where a request for actions asked at now goes in the
+// schedule: after what is booked, less the burst for an urgent request,
+// less the burst without the reserve for warm-pool work.
+func (l *Ledger) place(now time.Time, actions []string, urgent bool) time.Time {
+	at := now
+	for _, name := range actions {
+		a := l.action(name)
+		_, tol := l.params(a, now)
+		if !urgent {
+			tol = time.Duration(float64(tol) * (1 - l.cfg.Reserve))
+		}
+		if s := maxTime(a.booked, now).Add(-tol); s.After(at) {
+			at = s
+		}
+	}
+	return at
+}
+
+// book takes the slot at in each action's schedule. Each action's slot
+// is where the calls are made, at: an action whose own schedule had room
+// sooner must not hand that room out again before at, or its calls would
+// bunch up behind this one.
+func (l *Ledger) book(now time.Time, actions []string, at time.Time) {
+	for _, name := range actions {
+		a := l.action(name)
+		gap, _ := l.params(a, now)
+		a.booked = maxTime(a.booked, at).Add(gap)
+	}
+}
+
+// gather answers a request of a term's gathering (Term.Gather): while it
+// lasts, an urgent request is noted with when it was first asked and told
+// to come back when it ends, and warm-pool work to wait till then; once
+// it ends, the requests gathered are booked oldest first, and each is
+// granted its slot when it comes back for it. ok false: r is not the
+// gathering's.
+func (l *Ledger) gather(now time.Time, r Request) (g Grant, ok bool) {
+	if !l.gatherUntil.IsZero() && !now.Before(l.gatherUntil) {
+		l.bookGathered(now)
+	}
+	back := Grant{Deferred: l.gatherUntil.Sub(now) + spread(r.Node, l.seq)/gatherSpread}
+	k := askKey{r.Node, r.Ask}
+	if h, ok := l.asks[k]; ok && r.Ask != 0 {
+		if h.slot.IsZero() {
+			return back, true
+		}
+		delete(l.asks, k)
+		if d := h.slot.Sub(now); d > gatherLead {
+			l.lastTicket++
+			return Grant{Deferred: d - gatherLead, Ticket: l.lastTicket, Slot: d}, true
+		}
+		return l.redeem(now, r, h.slot, false), true
+	}
+	if l.gatherUntil.IsZero() {
+		return Grant{}, false
+	}
+	if r.Urgent && r.Ask != 0 {
+		age := time.Duration(min(max(r.AgeMs, 0), MaxSlot.Milliseconds())) * time.Millisecond
+		l.asks[k] = &gathered{asked: now.Add(-age), actions: slices.Clone(r.Actions)}
+	} else if r.Urgent {
+		return Grant{}, false // a client that sends no Ask is booked as it comes
+	}
+	return back, true
+}
+
+// gatherLead is how long before its slot the holder of a gathered
+// request is granted it. The slots are charged to the buckets as their
+// holders come for them, and GCRA charges a later slot before an earlier
+// one at the earlier one's cost: all told their slots at once, the
+// holders back first took the burst and the order was the order of
+// coming back again. Each is given a ticket instead, and comes back with
+// it just before its slot, in the slots' order (the ticket carries the
+// slot through another failover).
+const gatherLead = 20 * time.Millisecond
+
+// gatherSpread divides deferSpread for the holders of gathered requests:
+// they come back within a quarter of a second of the gathering's end.
+const gatherSpread = 4
+
+// bookGathered ends the term's gathering: the requests gathered are
+// booked in the order they were first asked, none before every holder
+// is back (a slot passed when its holder comes back is granted as the
+// buckets allow then: see gatherLead).
+func (l *Ledger) bookGathered(now time.Time) {
+	first := l.gatherUntil.Add(deferSpread / gatherSpread)
+	l.gatherUntil = time.Time{}
+	keys := make([]askKey, 0, len(l.asks))
+	for k, g := range l.asks {
+		if g.slot.IsZero() {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b askKey) int {
+		if c := l.asks[a].asked.Compare(l.asks[b].asked); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.node, b.node); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ask, b.ask)
+	})
+	for _, k := range keys {
+		g := l.asks[k]
+		g.slot = maxTime(l.place(now, g.actions, true), first)
+		l.book(now, g.actions, g.slot)
+	}
 }
 
 // ticket defers a request whose slot, at, lies beyond the horizon: it is

@@ -27,14 +27,16 @@ func TestAFailoverSpendsNoBucketTwice(t *testing.T) {
 	for _, tc := range []struct {
 		horizon time.Duration
 		// begin is when the next term starts after the last grant,
-		// empty when its buckets are taken as empty.
-		begin, empty time.Duration
+		// empty when its buckets are taken as empty; gather is how long
+		// it gathers the jobs held through the takeover.
+		begin, empty, gather time.Duration
 	}{
-		{3 * time.Second, 11 * time.Second, 4 * time.Second},
-		{3 * time.Second, 3 * time.Second, 3 * time.Second},
-		{1500 * time.Millisecond, 3 * time.Second, 3 * time.Second},
+		{3 * time.Second, 11 * time.Second, 4 * time.Second, 0},
+		{3 * time.Second, 11 * time.Second, 4 * time.Second, 2500 * time.Millisecond},
+		{3 * time.Second, 3 * time.Second, 3 * time.Second, 2500 * time.Millisecond},
+		{1500 * time.Millisecond, 3 * time.Second, 3 * time.Second, 0},
 	} {
-		t.Run(fmt.Sprint(tc.horizon, tc.begin, tc.empty), func(t *testing.T) {
+		t.Run(fmt.Sprint(tc.horizon, tc.begin, tc.empty, tc.gather), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Horizon = tc.horizon
 			old, next := New(cfg), New(cfg)
@@ -47,7 +49,7 @@ func TestAFailoverSpendsNoBucketTwice(t *testing.T) {
 					return nil
 				}
 				if !termStarted {
-					next.StartTerm(Term{Now: now, EmptyAt: stop.Add(tc.empty), Stopped: stop, Booked: old.Booked(stop)})
+					next.StartTerm(Term{Now: now, EmptyAt: stop.Add(tc.empty), Stopped: stop, Booked: old.Booked(stop), Gather: tc.gather})
 					termStarted = true
 				}
 				return next
@@ -71,8 +73,9 @@ func TestAFailoverSpendsNoBucketTwice(t *testing.T) {
 	}
 }
 
-// A failover delays no call of a join by more than the takeover: the
-// next leader resumes the previous one's schedule, its tickets (booked up
+// A failover delays no call of a join by more than the takeover (and the
+// gathering of the jobs held through it, when the next leader gathers
+// them: Term.Gather): the next leader resumes the previous one's schedule, its tickets (booked up
 // to a minute and a half ahead here) granted in their order and new
 // requests booked after them, as the previous leader would have. The
 // leader dies 60 s into a join of 400 nodes, its last renewal of the Lease
@@ -103,51 +106,59 @@ func TestAFailoverDelaysNoCallMoreThanTheTakeover(t *testing.T) {
 	one := New(cfg)
 	want := byCall(failoverJoin(nodes, func(time.Time) *Ledger { return one }))
 
-	stop := t0.Add(time.Minute)
-	renewed := stop.Add(-2 * time.Second)
-	old, next := New(cfg), New(cfg)
-	var promised map[string]time.Time
-	started := false
-	calls := failoverJoin(nodes, func(now time.Time) *Ledger {
-		switch {
-		case now.Before(renewed):
-			return old
-		case now.Before(stop):
-			if promised == nil {
-				promised = old.Booked(now) // the Lease's last renewal
+	// A leader that gathers the jobs held through its takeover grants
+	// them that much later, and a quarter second for their holders to be
+	// back (gatherSpread).
+	const gatherCost = deferSpread / gatherSpread
+	for _, gather := range []time.Duration{0, 2500 * time.Millisecond} {
+		t.Run(fmt.Sprint("gather ", gather), func(t *testing.T) {
+			stop := t0.Add(time.Minute)
+			renewed := stop.Add(-2 * time.Second)
+			old, next := New(cfg), New(cfg)
+			var promised map[string]time.Time
+			started := false
+			calls := failoverJoin(nodes, func(now time.Time) *Ledger {
+				switch {
+				case now.Before(renewed):
+					return old
+				case now.Before(stop):
+					if promised == nil {
+						promised = old.Booked(now) // the Lease's last renewal
+					}
+					return old
+				case now.Before(stop.Add(takeover)):
+					return nil
+				}
+				if !started {
+					// controller.termOffset: the old leader's grants ended by
+					// its last renewal plus fresh (4 s), the horizon and a second.
+					next.StartTerm(Term{Now: now, EmptyAt: renewed.Add(8 * time.Second), Stopped: renewed, Booked: promised, Gather: gather})
+					started = true
+				}
+				return next
+			})
+			if len(calls) != nodes*4 {
+				t.Fatalf("%d calls made; want %d", len(calls), nodes*4)
 			}
-			return old
-		case now.Before(stop.Add(takeover)):
-			return nil
-		}
-		if !started {
-			// controller.termOffset: the old leader's grants ended by
-			// its last renewal plus fresh (4 s), the horizon and a second.
-			next.StartTerm(Term{Now: now, EmptyAt: renewed.Add(8 * time.Second), Stopped: renewed, Booked: promised})
-			started = true
-		}
-		return next
-	})
-	if len(calls) != nodes*4 {
-		t.Fatalf("%d calls made; want %d", len(calls), nodes*4)
-	}
-	if at, a, ok := refused(calls); !ok {
-		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
-	}
-	var late int
-	var worst time.Duration
-	for k, at := range byCall(calls) {
-		d := at.Sub(want[k])
-		worst = max(worst, d)
-		if d > takeover {
-			late++
-		}
-	}
-	if late > 0 {
-		t.Errorf("%d of %d calls came more than the takeover (%v) later than without the failover; the worst %v", late, len(calls), takeover, worst)
-	}
-	if last := promised["CreateNetworkInterface"].Sub(stop); last < 30*time.Second {
-		t.Fatalf("the old leader had booked only %v past its death: the test does not test tickets", last)
+			if at, a, ok := refused(calls); !ok {
+				t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
+			}
+			var late int
+			var worst time.Duration
+			for k, at := range byCall(calls) {
+				d := at.Sub(want[k])
+				worst = max(worst, d)
+				if d > takeover+gather+gatherCost {
+					late++
+				}
+			}
+			if late > 0 {
+				t.Errorf("%d of %d calls came more than the takeover (%v) and the gathering (%v) later than without the failover; the worst %v", late, len(calls), takeover, gather, worst)
+			}
+			if last := promised["CreateNetworkInterface"].Sub(stop); last < 30*time.Second {
+				t.Fatalf("the old leader had booked only %v past its death: the test does not test tickets", last)
+			}
+		})
 	}
 }
 
@@ -162,37 +173,44 @@ type grantedCall struct {
 // failoverJoin plays a join: each node asks, urgently, for a create, then
 // an attach, then again, asking whichever ledger leads (nil: none, and
 // the node asks again ElectionPause later, as the agents' client holds
-// its jobs), coming back when deferred with its ticket.
+// its jobs, saying how long it held the job), coming back when deferred
+// with its ticket.
 func failoverJoin(nodes int, leader func(now time.Time) *Ledger) []grantedCall {
 	var q evq
 	var calls []grantedCall
 	steps := []string{"CreateNetworkInterface", "AttachNetworkInterface", "CreateNetworkInterface", "AttachNetworkInterface"}
-	var ask func(node string, step int, ticket uint64, slot, now time.Time)
-	ask = func(node string, step int, ticket uint64, slot, now time.Time) {
+	var ask func(node string, step int, ticket uint64, slot, held, now time.Time)
+	ask = func(node string, step int, ticket uint64, slot, held, now time.Time) {
 		l := leader(now)
 		if l == nil {
-			q.at(now.Add(2*time.Second), func(now time.Time) { ask(node, step, ticket, slot, now) })
+			if held.IsZero() {
+				held = now
+			}
+			q.at(now.Add(2*time.Second), func(now time.Time) { ask(node, step, ticket, slot, held, now) })
 			return
 		}
-		r := Request{Node: node, Actions: []string{steps[step]}, Urgent: true, Ticket: ticket}
+		r := Request{Node: node, Actions: []string{steps[step]}, Urgent: true, Ticket: ticket, Ask: uint64(step + 1)}
 		if ticket != 0 {
 			r.SlotMs = SlotMs(slot, now)
 		}
+		if !held.IsZero() {
+			r.AgeMs = now.Sub(held).Milliseconds()
+		}
 		g := l.Reserve(now, r)
 		if !g.Granted() {
-			q.at(now.Add(g.Deferred), func(now time.Time) { ask(node, step, g.Ticket, now.Add(g.Slot-g.Deferred), now) })
+			q.at(now.Add(g.Deferred), func(next time.Time) { ask(node, step, g.Ticket, now.Add(g.Slot), held, next) })
 			return
 		}
 		at := now.Add(g.Wait)
 		calls = append(calls, grantedCall{call{at, steps[step]}, l, node, step})
 		if step+1 < len(steps) {
 			// The call and the next step's set-up take a moment.
-			q.at(at.Add(100*time.Millisecond), func(now time.Time) { ask(node, step+1, 0, time.Time{}, now) })
+			q.at(at.Add(100*time.Millisecond), func(now time.Time) { ask(node, step+1, 0, time.Time{}, time.Time{}, now) })
 		}
 	}
 	for i := range nodes {
 		node := fmt.Sprintf("n%d", i)
-		q.at(t0.Add(time.Duration(i)*time.Millisecond), func(now time.Time) { ask(node, 0, 0, time.Time{}, now) })
+		q.at(t0.Add(time.Duration(i)*time.Millisecond), func(now time.Time) { ask(node, 0, 0, time.Time{}, time.Time{}, now) })
 	}
 	q.run()
 	return calls
@@ -368,5 +386,65 @@ func TestAThrottleSlowsTheCallsOfTicketsBookedBeforeIt(t *testing.T) {
 	}
 	if n > 75 {
 		t.Errorf("%d creates granted from 10 s to 30 s after a refusal; want at most 75 (90 is the full rate: the refusal did not slow them)", n)
+	}
+}
+
+// Every client that held its job through a takeover asks the new leader
+// within one retry of its term, in the order of its retries, not of its
+// asking. Gathered for Term.Gather and booked oldest first, the jobs are
+// granted in the order they were first asked: here 120 nodes ask one
+// after another through a 16 s takeover, each retrying every 2 s from
+// its own first ask, so the retries reach the new leader in an order
+// unrelated to their age. Booked as they came back, a job asked just
+// after the leader died was granted behind jobs asked 15 s after it.
+func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
+	const (
+		nodes  = 120
+		gather = 2500 * time.Millisecond
+	)
+	cfg := DefaultConfig()
+	cfg.Horizon = 3 * time.Second
+	create := []string{"CreateNetworkInterface"}
+	stop := t0
+	term := stop.Add(16 * time.Second)
+	l := New(cfg)
+	l.StartTerm(Term{Now: term, EmptyAt: term, Stopped: stop, Gather: gather})
+	var q evq
+	granted := make([]time.Time, nodes)
+	var calls []grantedCall
+	for i := range nodes {
+		node := fmt.Sprintf("n%d", i)
+		first := stop.Add(time.Duration(i) * 130 * time.Millisecond)
+		var ask func(now time.Time, ticket uint64, slot time.Time)
+		ask = func(now time.Time, ticket uint64, slot time.Time) {
+			if now.Before(term) { // no leader: the client holds the job
+				q.at(now.Add(2*time.Second), func(now time.Time) { ask(now, 0, time.Time{}) })
+				return
+			}
+			r := Request{Node: node, Actions: create, Urgent: true, Ask: 7, AgeMs: now.Sub(first).Milliseconds(), Ticket: ticket}
+			if ticket != 0 {
+				r.SlotMs = SlotMs(slot, now)
+			}
+			g := l.Reserve(now, r)
+			if !g.Granted() {
+				q.at(now.Add(g.Deferred), func(next time.Time) { ask(next, g.Ticket, now.Add(g.Slot)) })
+				return
+			}
+			granted[i] = now.Add(g.Wait)
+			calls = append(calls, grantedCall{call{granted[i], create[0]}, l, node, 0})
+		}
+		q.at(first, func(now time.Time) { ask(now, 0, time.Time{}) })
+	}
+	q.run()
+	if at, a, ok := refused(calls); !ok {
+		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
+	}
+	for i := 1; i < nodes; i++ {
+		if granted[i].Before(granted[i-1]) {
+			t.Errorf("n%d, asked %v after n%d, was granted %v before it", i, 130*time.Millisecond, i-1, granted[i-1].Sub(granted[i]))
+		}
+	}
+	if late := granted[0].Sub(term); late > gather+time.Second {
+		t.Errorf("the oldest job was granted %v into the term; want within the gathering (%v) and a second", late, gather)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/budget"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 )
 
 // controllerRTT is an agent's round trip to the budget controller: a
@@ -48,43 +49,52 @@ func (acc Account) budgetConfig() budget.Config {
 }
 
 // acquire asks for actions on behalf of node n's run gen and calls fn once
-// they are granted; a run that ended meanwhile asks no more. urgent is
+// they are granted; a run that ended meanwhile asks no more. need is
 // asked again at every ask.
-func (c *controller) acquire(n *node, gen int, actions []string, urgent func() bool, fn func()) {
-	c.acquireTicket(n, gen, actions, urgent, fn, heldTicket{})
+func (c *controller) acquire(n *node, gen int, actions []string, need func() budgetapi.Need, fn func()) {
+	n.bc.lastAsk++
+	c.acquireAgain(n, gen, actions, need, fn, asking{ask: n.bc.lastAsk})
 }
 
-// heldTicket is a slot the controller booked beyond its horizon: its
-// number, and when it falls (budgetapi.Client keeps both).
-type heldTicket struct {
-	id   uint64
-	slot time.Time
+// asking is what budgetapi.Client's Acquire keeps between one ask of a
+// job and the next: the job's number, since when a failover held it, and
+// the ticket of a slot the controller booked beyond its horizon with when
+// that slot falls.
+type asking struct {
+	ask       uint64
+	heldSince time.Time
+	ticket    uint64
+	slot      time.Time
 }
 
-// request is the ask for actions, with the ticket held if any, as
-// budgetapi.Client sends it: the slot as time from now.
-func (t heldTicket) request(n *node, actions []string, urgent bool) budget.Request {
-	req := budget.Request{Node: n.id, Actions: actions, Urgent: urgent, Ticket: t.id}
-	if t.id != 0 {
-		req.SlotMs = budget.SlotMs(t.slot, n.r.now())
+// request is the ask for actions as budgetapi.Client sends it: a
+// ticket's slot and the time held as durations from now.
+func (a asking) request(n *node, actions []string, need budgetapi.Need) budget.Request {
+	now := n.r.now()
+	req := budget.Request{Node: n.id, Actions: actions, Urgent: need.Urgent, Ticket: a.ticket, Ask: a.ask}
+	if a.ticket != 0 {
+		req.SlotMs = budget.SlotMs(a.slot, now)
 	}
+	req.AgeMs = budgetapi.Age(now, a.heldSince, need)
 	return req
 }
 
-// acquireTicket is acquire, coming back with the ticket of a slot the
-// controller booked beyond its horizon.
-func (c *controller) acquireTicket(n *node, gen int, actions []string, urgent func() bool, fn func(), ticket heldTicket) {
+// acquireAgain is acquire's next ask of the same job.
+func (c *controller) acquireAgain(n *node, gen int, actions []string, need func() budgetapi.Need, fn func(), a asking) {
 	r := n.r
 	ask := func() {
 		if n.gen != gen {
 			return
 		}
-		g, out, retry := c.ask(n, ticket.request(n, actions, urgent()))
+		g, out, retry := c.ask(n, a.request(n, actions, need()))
 		if out == hold {
 			n.bc.held++
+			if a.heldSince.IsZero() {
+				a.heldSince = r.now()
+			}
 			r.q.at(r.now().Add(controllerRTT/2+retry), func() {
 				if n.gen == gen {
-					c.acquireTicket(n, gen, actions, urgent, fn, ticket)
+					c.acquireAgain(n, gen, actions, need, fn, a)
 				}
 			})
 			return
@@ -112,7 +122,8 @@ func (c *controller) acquireTicket(n *node, gen int, actions []string, urgent fu
 				fn()
 				return
 			}
-			c.acquireTicket(n, gen, actions, urgent, fn, heldTicket{g.Ticket, r.now().Add(g.Slot - d)})
+			a.ticket, a.slot = g.Ticket, r.now().Add(g.Slot-d)
+			c.acquireAgain(n, gen, actions, need, fn, a)
 		})
 	}
 	r.q.at(r.now().Add(controllerRTT/2), ask)

@@ -74,12 +74,19 @@ type election struct {
 	// buckets as empty: termCredit, or none for a controller whose
 	// grants had no horizon (Options.NoHorizon), as it was.
 	credit time.Duration
+	// gather is how long a new leader gathers urgent requests before it
+	// books them oldest first (budgetapi.TermGather; Options.NoGather:
+	// none, as it was).
+	gather time.Duration
 }
 
 func newElection(r *run, cfg budget.Config) *election {
 	e := &election{r: r, rng: rand.New(rand.NewPCG(r.opts.Seed, 0x656c656374)), holder: 0, renewed: r.now()}
 	if cfg.Horizon > 0 {
 		e.credit = termCredit
+	}
+	if !r.opts.NoGather {
+		e.gather = budgetapi.TermGather
 	}
 	for i := range e.replicas {
 		e.replicas[i] = &replica{up: true, ledger: budget.New(cfg), observed: r.now(), observedAt: r.now()}
@@ -121,7 +128,7 @@ func (e *election) loop(i int) {
 				if !rp.up || e.holder != i {
 					return
 				}
-				rp.ledger.StartTerm(budget.Term{Now: e.r.now(), EmptyAt: e.termStart(rp), Stopped: rp.observedAt, Booked: rp.read})
+				rp.ledger.StartTerm(budget.Term{Now: e.r.now(), EmptyAt: e.termStart(rp), Stopped: rp.observedAt, Booked: rp.read, Gather: e.gather})
 				rp.leading = true
 				if e.tookOver.IsZero() {
 					e.tookOver = e.r.now()
@@ -170,6 +177,8 @@ type clientState struct {
 	// alone counts the jobs that ran on the node's own budget, held the
 	// asks that waited for a leader.
 	alone, held int
+	// lastAsk numbers the node's jobs (budget.Request.Ask).
+	lastAsk uint64
 	// buckets are the node's own EC2 client's token buckets
 	// (cloud.DefaultBuckets), which pace its calls while it goes alone.
 	buckets map[string]*rate.Limiter

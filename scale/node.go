@@ -12,6 +12,7 @@ import (
 
 	"github.com/vpcnet/vpcnet/agent"
 	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/checkpoint"
 	"github.com/vpcnet/vpcnet/checkpoint/disk"
 	"github.com/vpcnet/vpcnet/cloud"
@@ -109,7 +110,7 @@ func (n *node) bootWith(granted bool) {
 	if r.budget != nil && !granted {
 		// Start-up's EC2 read asks the controller too, as urgent: the
 		// node serves no pod until it has read EC2.
-		r.budget.acquire(n, gen, []string{"DescribeNetworkInterfaces"}, func() bool { return true }, func() {
+		r.budget.acquire(n, gen, []string{"DescribeNetworkInterfaces"}, func() budgetapi.Need { return budgetapi.Need{Urgent: true} }, func() {
 			n.gen-- // boot numbers its run again
 			n.bootWith(true)
 		})
@@ -188,7 +189,7 @@ func (n *node) preflight(gen int) {
 		probe()
 		return
 	}
-	r.budget.acquire(n, gen, calls, func() bool { return false }, probe)
+	r.budget.acquire(n, gen, calls, func() budgetapi.Need { return budgetapi.Need{} }, probe)
 }
 
 // maxFailedStarts bounds the starts a node tries in a row: a start-up
@@ -302,7 +303,7 @@ func (fx *runs) Go(ctx context.Context, w agent.Work) {
 			})
 		}
 		if calls := w.Calls; r.budget != nil && len(calls) > 0 {
-			r.budget.acquire(n, gen, calls, func() bool { return n.urgent(j.ID) }, run)
+			r.budget.acquire(n, gen, calls, func() budgetapi.Need { return n.need(j.ID) }, run)
 			return
 		}
 		run()
@@ -329,9 +330,17 @@ func (fx *runs) up() {
 	}
 }
 
-// urgent says pods wait for job id, as the agent's machine sees it.
-func (n *node) urgent(id uint64) bool {
-	return n.agent != nil && slices.Contains(n.agent.ag.Node().Summary(n.r.now()).Urgent, id)
+// need is what job id is wanted for, as the agent's machine sees it
+// (agent.granted).
+func (n *node) need(id uint64) budgetapi.Need {
+	if n.agent == nil {
+		return budgetapi.Need{}
+	}
+	v := n.agent.ag.Node().Summary(n.r.now())
+	if !slices.Contains(v.Urgent, id) {
+		return budgetapi.Need{}
+	}
+	return budgetapi.Need{Urgent: true, Since: v.WaitingSince}
 }
 
 func (n *node) sortedPods() []*pod {

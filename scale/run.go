@@ -73,6 +73,10 @@ type Options struct {
 	// were bounded by a horizon (budget.Config.Horizon), in every
 	// scenario.
 	NoHorizon bool
+	// NoGather gives the budget controller as it was before a new
+	// leader gathered the requests held through its takeover and booked
+	// them oldest first (budget.Term.Gather): booked as they come back.
+	NoGather bool
 }
 
 // The agent's settings are production's (config's defaults, subnet

@@ -88,6 +88,17 @@ func (r *requests) init() { r.demand = make(map[ipam.Key]time.Time) }
 
 func (r *requests) waiting() int { return len(r.waiters) }
 
+// since is when the longest-waiting Add began waiting; zero if none.
+func (r *requests) since() time.Time {
+	var t time.Time
+	for _, w := range r.waiters {
+		if t.IsZero() || w.since.Before(t) {
+			t = w.since
+		}
+	}
+	return t
+}
+
 // demandCount is waiting Adds plus remembered ones, for the planner.
 func (r *requests) demandCount() int { return len(r.waiters) + len(r.demand) }
 

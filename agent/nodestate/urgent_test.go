@@ -181,3 +181,28 @@ func TestAnEmptyPoolsFirstFillIsUrgentThoughNoPodWaits(t *testing.T) {
 		t.Fatalf("urgent jobs %v once the pool holds addresses and no pod waits; want none", u)
 	}
 }
+
+// The summary says since when the longest-waiting Add has waited, and
+// nothing when none waits: a budget controller that takes over books
+// the requests held through its takeover by it.
+func TestTheSummarySaysSinceWhenTheLongestWaitingAddWaits(t *testing.T) {
+	n, err := New(testConfig(), Boot{CheckpointMissing: true, ENIs: []ENIInfo{primaryENI("10.0.0.5/32", "10.0.0.6/32")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n, t0)
+	add := func(i int, at time.Time) {
+		n.Step(at, AddRequest{ID: uint64(i + 1), Key: ipam.Key{Network: "n", ContainerID: string(rune('a' + i)), IfName: "eth0"}})
+		drain(t, n, at)
+	}
+	add(0, t0)
+	add(1, t0) // the primary's two addresses are taken
+	if s := n.Summary(t0).WaitingSince; !s.IsZero() {
+		t.Fatalf("waiting since %v with every Add served; want none", s)
+	}
+	add(2, t0.Add(time.Second))
+	add(3, t0.Add(3*time.Second))
+	if s := n.Summary(t0.Add(4 * time.Second)).WaitingSince; !s.Equal(t0.Add(time.Second)) {
+		t.Errorf("waiting since %v; want the first waiting Add's arrival, 1s", s.Sub(t0))
+	}
+}

@@ -60,6 +60,10 @@ type View struct {
 	// Urgent are the jobs in flight that pods wait for, sorted: a
 	// cluster-wide EC2 budget grants them before warm-pool work.
 	Urgent []uint64
+	// WaitingSince is when the longest-waiting Add began waiting; zero
+	// when none waits. A budget controller that gathers the requests
+	// held through its takeover books the node's by it.
+	WaitingSince time.Time
 	// Subnets are the subnets the pool uses; Exhausted those EC2 found
 	// out of addresses lately, and UnderPressure those the budget
 	// controller says are nearly full (SubnetPressure).
@@ -134,6 +138,7 @@ func (n *Node) Summary(now time.Time) View {
 		ENIConfigOK:   n.cloud.eniCfgOK,
 		CordonHold:    n.cloud.cordonHold,
 		Urgent:        slices.Clone(n.urgentJobs),
+		WaitingSince:  n.reqs.since(),
 		Subnets:       poolSubnets(n),
 		Exhausted:     n.pressure.recent(now),
 		UnderPressure: slices.Clone(n.pressure.under),

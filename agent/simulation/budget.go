@@ -82,9 +82,9 @@ type budgetProbe struct {
 
 var _ agent.Budget = (*budgetProbe)(nil)
 
-func (b *budgetProbe) Acquire(ctx context.Context, actions []string, urgent func() bool) error {
+func (b *budgetProbe) Acquire(ctx context.Context, actions []string, need func() budgetapi.Need) error {
 	before := b.c.Status().Granted
-	err := b.c.Acquire(ctx, actions, urgent)
+	err := b.c.Acquire(ctx, actions, need)
 	if b.c.Status().Granted > before {
 		b.r.grant = append(b.r.grant, actions...)
 	}

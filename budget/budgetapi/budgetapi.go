@@ -80,6 +80,9 @@ func Validate(r budget.Request) error {
 	if r.SlotMs != nil && (*r.SlotMs > budget.MaxSlot.Milliseconds() || *r.SlotMs < -budget.MaxSlot.Milliseconds()) {
 		return fmt.Errorf("request from %s: its ticket's slot is %d ms from now, more than %v either side: ask again without the ticket", r.Node, *r.SlotMs, budget.MaxSlot)
 	}
+	if r.AgeMs < 0 || r.AgeMs > budget.MaxSlot.Milliseconds() {
+		return fmt.Errorf("request from %s: its age is %d ms; want 0 to %d (an hour)", r.Node, r.AgeMs, budget.MaxSlot.Milliseconds())
+	}
 	for _, a := range append(append([]string(nil), r.Actions...), r.Throttled...) {
 		if !budget.ValidAction(a) {
 			return fmt.Errorf("request from %s: %q is not an EC2 action name", r.Node, a)

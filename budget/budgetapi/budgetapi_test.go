@@ -136,10 +136,10 @@ func TestTheClientWaitsAsToldAndAsksAgainWhenDeferred(t *testing.T) {
 	isUrgent := false
 	done := make(chan error, 1)
 	go func() {
-		done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() bool {
+		done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() Need {
 			urgent.Lock()
 			defer urgent.Unlock()
-			return isUrgent
+			return Need{Urgent: isUrgent}
 		})
 	}()
 	armed := func(at time.Time) func() bool {
@@ -197,7 +197,7 @@ func TestWithoutAControllerTheClientStepsAsideForAWhile(t *testing.T) {
 					return strings.TrimPrefix(hs.URL, "http://"), nil
 				},
 				Observe: func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
-			never := func() bool { return false }
+			never := func() Need { return Need{} }
 			acquire := func() {
 				t.Helper()
 				if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
@@ -278,7 +278,7 @@ func TestRefusalsAreReportedAgainAfterAFailedAskOnceEach(t *testing.T) {
 			c.Throttled(a)
 		}
 	}
-	never := func() bool { return false }
+	never := func() Need { return Need{} }
 	if err := c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never); err != nil {
 		t.Fatal(err)
 	}
@@ -332,5 +332,29 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A request's age is the longer of its hold through a failover and its
+// pods' wait; warm-pool work's pods do not count, and no age passes an
+// hour (budget.MaxSlot: the server refuses more).
+func TestARequestIsAsOldAsItsHoldOrItsPodsWait(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	for _, tc := range []struct {
+		name      string
+		heldSince time.Time
+		need      Need
+		want      time.Duration
+	}{
+		{"new", time.Time{}, Need{Urgent: true}, 0},
+		{"held", now.Add(-4 * time.Second), Need{Urgent: true}, 4 * time.Second},
+		{"pods waited longer", now.Add(-4 * time.Second), Need{Urgent: true, Since: now.Add(-9 * time.Second)}, 9 * time.Second},
+		{"held longer", now.Add(-4 * time.Second), Need{Urgent: true, Since: now.Add(-time.Second)}, 4 * time.Second},
+		{"warm pool", time.Time{}, Need{Since: now.Add(-9 * time.Second)}, 0},
+		{"an hour at most", time.Time{}, Need{Urgent: true, Since: t0}, time.Hour},
+	} {
+		if got := Age(now, tc.heldSince, tc.need); got != tc.want.Milliseconds() {
+			t.Errorf("%s: age %d ms; want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -68,6 +68,10 @@ type Client struct {
 	throttled []string
 	// lastErr is why the controller last failed to answer.
 	lastErr error
+	// lastAsk numbers Acquire's jobs (budget.Request.Ask); it starts
+	// from the clock, so an agent that restarts does not reuse its
+	// last run's numbers while a leader still knows them.
+	lastAsk uint64
 	// granted and wentAlone count Acquire's outcomes, answered the
 	// controller's answers.
 	granted, wentAlone, answered uint64
@@ -128,6 +132,7 @@ func NewClient(o ClientOptions) *Client {
 	if c.hold == 0 {
 		c.hold = DefaultFailoverHold
 	}
+	c.lastAsk = uint64(max(c.clk.Now().UnixNano(), 0))
 	return c
 }
 
@@ -189,12 +194,24 @@ func (c *Client) noteThrottled(actions ...string) {
 	}
 }
 
+// Need is what a job's calls are wanted for, as it stands at one ask.
+type Need struct {
+	// Urgent says pods wait for the calls (else they fill the warm pool).
+	Urgent bool
+	// Since, for an urgent job, is when the node's longest-waiting pod
+	// began waiting (zero: unknown). A leader that gathers the requests
+	// held through its takeover books them by it: a job asked after the
+	// takeover because a job held through it came back late (the ENI
+	// after the assign) keeps its pods' place.
+	Since time.Time
+}
+
 // Acquire returns once the calls of actions may be made: granted by the
 // controller (after the wait it set), or at once when there is no
-// controller to ask. urgent is asked before every request, so a job
-// queued as warm-pool work moves ahead as soon as a pod waits for it. It
-// fails only when ctx ends.
-func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bool) error {
+// controller to ask. need is asked before every request, so a job queued
+// as warm-pool work moves ahead as soon as a pod waits for it. It fails
+// only when ctx ends.
+func (c *Client) Acquire(ctx context.Context, actions []string, need func() Need) error {
 	if len(actions) == 0 {
 		return nil
 	}
@@ -203,15 +220,23 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 	// slot on this node's clock; it is sent back with the slot, so a
 	// next leader grants it in its place too. A controller that sends
 	// no slot (before SlotMs) gets the ticket alone: slot stays zero.
+	// heldSince is when a failover first held the job (Age).
 	var (
-		ticket uint64
-		slot   time.Time
+		ticket    uint64
+		slot      time.Time
+		heldSince time.Time
 	)
+	c.mu.Lock()
+	c.lastAsk++
+	ask := c.lastAsk
+	c.mu.Unlock()
 	for {
-		r := budget.Request{Node: c.node, Actions: actions, Urgent: urgent(), Ticket: ticket}
+		nd := need()
+		r := budget.Request{Node: c.node, Actions: actions, Urgent: nd.Urgent, Ticket: ticket, Ask: ask}
 		if ticket != 0 && !slot.IsZero() {
 			r.SlotMs = budget.SlotMs(slot, c.clk.Now())
 		}
+		r.AgeMs = Age(c.clk.Now(), heldSince, nd)
 		g, ok, retry := c.ask(ctx, r)
 		if !ok && retry == 0 {
 			c.done(Alone, start)
@@ -227,6 +252,9 @@ func (c *Client) Acquire(ctx context.Context, actions []string, urgent func() bo
 		switch {
 		case !ok:
 			d = retry // a failover: ask the next leader
+			if heldSince.IsZero() {
+				heldSince = c.clk.Now()
+			}
 		case !g.Granted():
 			d = g.Deferred
 		}
@@ -270,6 +298,20 @@ func (c *Client) done(outcome string, start time.Time) {
 	}
 }
 
+// Age is budget.Request.AgeMs at now for a job a failover held since
+// heldSince (zero: not held) with need: how long it has been needed, by
+// the longer of its hold and its pods' wait, within budget.MaxSlot.
+func Age(now, heldSince time.Time, need Need) int64 {
+	var age time.Duration
+	if !heldSince.IsZero() {
+		age = now.Sub(heldSince)
+	}
+	if need.Urgent && !need.Since.IsZero() {
+		age = max(age, now.Sub(need.Since))
+	}
+	return min(max(age, 0), budget.MaxSlot).Milliseconds()
+}
+
 // errNotLeader: the replica asked does not lead; an election is under way
 // or just ended.
 var errNotLeader = errors.New("an election is under way")
@@ -287,6 +329,12 @@ var errRefused = errors.New("refused by the controller")
 // and needs one retry to see the last renewal: at most 15 + 2 × 4.4 s,
 // plus an ElectionPause before the client looks again.
 const DefaultFailoverHold = 30 * time.Second
+
+// TermGather is how long a new leader gathers urgent requests before it
+// books them in the order they were first asked (budget.Term.Gather): a
+// client holding its jobs asks again every ElectionPause, so by then
+// every job held through the takeover has been heard of.
+const TermGather = ElectionPause + ElectionPause/4
 
 // DefaultAlone is how long the agent goes alone after the controller
 // failed to answer, unless ClientOptions.Alone says otherwise.

@@ -35,7 +35,7 @@ func TestAFailoverHoldsJobsForTheNextLeader(t *testing.T) {
 			return strings.TrimPrefix(hs.URL, "http://"), nil
 		},
 		Observe: func(o string, _ time.Duration) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() }})
-	never := func() bool { return false }
+	never := func() Need { return Need{} }
 	acquire := func() <-chan error {
 		done := make(chan error, 1)
 		go func() { done <- c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never) }()
@@ -69,6 +69,16 @@ func TestAFailoverHoldsJobsForTheNextLeader(t *testing.T) {
 		t.Errorf("%d lookups, outcomes %v; want the Lease read again at both asks after the failure, and both jobs granted", lookups, outcomes)
 	}
 	mu.Unlock()
+	// The next leader books what was held through its takeover in the
+	// order it was first asked (budget.Term.Gather): the job says how
+	// long it was held, under a number of its own.
+	f.mu.Lock()
+	first, held := f.asks[0], f.asks[len(f.asks)-1]
+	f.mu.Unlock()
+	if held.AgeMs != (2*ElectionPause).Milliseconds() || first.AgeMs != 0 || held.Ask == 0 || held.Ask == first.Ask {
+		t.Errorf("the held job asked with ask %d, held %d ms (the job before: ask %d, held %d ms); want a new number, held %v, and the job before not held",
+			held.Ask, held.AgeMs, first.Ask, first.AgeMs, 2*ElectionPause)
+	}
 
 	broken(true) // and no leader comes
 	start := clk.Now()
@@ -114,7 +124,7 @@ func TestADeferredTicketIsSentBackWithItsSlot(t *testing.T) {
 			Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
 		done := make(chan error, 1)
 		go func() {
-			done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() bool { return true })
+			done <- c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, func() Need { return Need{Urgent: true} })
 		}()
 		for _, at := range []time.Duration{time.Second, time.Second + time.Millisecond} {
 			waitFor(t, func() bool { due, ok := clk.NextDue(); return ok && due.Equal(t0.Add(at)) })
@@ -154,7 +164,7 @@ func TestARefusalIsNoFailover(t *testing.T) {
 	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
 		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil },
 		Observe:  func(o string, _ time.Duration) { outcomes = append(outcomes, o) }})
-	never := func() bool { return false }
+	never := func() Need { return Need{} }
 	if err := c.Acquire(context.Background(), []string{"CreateNetworkInterface"}, never); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +203,7 @@ func TestANegativeFailoverHoldSendsTheJobAloneAtOnce(t *testing.T) {
 	defer hs.Close()
 	c := NewClient(ClientOptions{Node: "n1", Clock: clock.NewManual(t0), FailoverHold: -1,
 		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
-	never := func() bool { return false }
+	never := func() Need { return Need{} }
 	if err := c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +237,7 @@ func TestAHoldIsSignalledWhenItStartsAndEnds(t *testing.T) {
 	clk := clock.NewManual(t0)
 	c := NewClient(ClientOptions{Node: "n1", Clock: clk,
 		Endpoint: func(context.Context) (string, error) { return strings.TrimPrefix(hs.URL, "http://"), nil }})
-	never := func() bool { return false }
+	never := func() Need { return Need{} }
 	acquire := func() <-chan error {
 		done := make(chan error, 1)
 		go func() { done <- c.Acquire(context.Background(), []string{"AttachNetworkInterface"}, never) }()

@@ -181,7 +181,7 @@ func Run(ctx context.Context, o Options) error {
 					after -= fresh
 				}
 				now := clk.Now()
-				srv.StartTerm(budget.Term{Now: now, EmptyAt: now.Add(termOffset(now, seen, after, credit)), Stopped: seen, Booked: leases.lastRead()})
+				srv.StartTerm(budget.Term{Now: now, EmptyAt: now.Add(termOffset(now, seen, after, credit)), Stopped: seen, Booked: leases.lastRead(), Gather: budgetapi.TermGather})
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())

@@ -289,7 +289,7 @@ func TestTheAgentsTokenIsAcceptedAndOthersAreRefused(t *testing.T) {
 		Token:   func() (string, error) { return agentCfg.BearerToken, nil },
 		Observe: func(o string, _ time.Duration) { outcome = o },
 	})
-	if err := client.Acquire(t.Context(), []string{"CreateNetworkInterface", "AttachNetworkInterface"}, func() bool { return true }); err != nil || outcome != budgetapi.Granted {
+	if err := client.Acquire(t.Context(), []string{"CreateNetworkInterface", "AttachNetworkInterface"}, func() budgetapi.Need { return budgetapi.Need{Urgent: true} }); err != nil || outcome != budgetapi.Granted {
 		t.Errorf("the agent's Acquire: %v, outcome %q, want granted by the controller", err, outcome)
 	}
 

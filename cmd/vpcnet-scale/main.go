@@ -49,12 +49,14 @@ func run() error {
 	baseline := flag.Bool("baseline", true, "failover: run the same join without a failover first (same seed), to measure each pod's extra wait")
 	hold := flag.Bool("hold", true, "failover: the agents' budget client holds jobs while the controller fails over (DefaultFailoverHold); --hold=false: it goes alone at the first failure, as it did before")
 	horizon := flag.Bool("horizon", true, "the budget controller grants no further ahead than its Lease timings allow; --horizon=false: any distance ahead, as it did before")
+	gather := flag.Bool("gather", true, "failover: a new leader gathers the requests held through its takeover and books them in the order they were first asked; --gather=false: as they come back, as it did before")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
 	o.NoPreflight = !*preflight
 	o.NoBaseline = !*baseline
 	o.NoHold = !*hold
 	o.NoHorizon = !*horizon
+	o.NoGather = !*gather
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
