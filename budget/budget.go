@@ -242,6 +242,10 @@ type Ledger struct {
 	// and number, until their holders come back for their slots.
 	gatherUntil time.Time
 	asks        map[askKey]*gathered
+	// queue is the requests gathered, in the order booked, while their
+	// slots lie ahead: a request older than some of them that comes
+	// after the gathering takes its place among them (queueLate).
+	queue []*gathered
 }
 
 type askKey struct {
@@ -406,7 +410,7 @@ func (l *Ledger) StartTerm(t Term) {
 	// its own term's start), which come back too.
 	l.firstTicket = max(l.lastTicket, uint64(max(t.Now.UnixNano(), 0))) + 1
 	l.lastTicket = l.firstTicket - 1
-	l.gatherUntil, l.asks = time.Time{}, map[askKey]*gathered{}
+	l.gatherUntil, l.asks, l.queue = time.Time{}, map[askKey]*gathered{}, nil
 	if t.Gather > 0 {
 		l.gatherUntil = t.Now.Add(t.Gather)
 	}
@@ -596,22 +600,59 @@ func (l *Ledger) gather(now time.Time, r Request) (g Grant, ok bool) {
 			return back, true
 		}
 		delete(l.asks, k)
-		if d := h.slot.Sub(now); d > gatherLead {
-			l.lastTicket++
-			return Grant{Deferred: d - gatherLead, Ticket: l.lastTicket, Slot: d}, true
-		}
-		return l.redeem(now, r, h.slot, false), true
+		return l.handOut(now, r, h.slot, gatherLead), true
 	}
+	age := time.Duration(min(max(r.AgeMs, 0), MaxSlot.Milliseconds())) * time.Millisecond
 	if l.gatherUntil.IsZero() {
+		if r.Urgent && r.Ask != 0 {
+			return l.queueLate(now, r, now.Add(-age))
+		}
 		return Grant{}, false
 	}
 	if r.Urgent && r.Ask != 0 {
-		age := time.Duration(min(max(r.AgeMs, 0), MaxSlot.Milliseconds())) * time.Millisecond
 		l.asks[k] = &gathered{asked: now.Add(-age), actions: slices.Clone(r.Actions)}
 	} else if r.Urgent {
 		return Grant{}, false // a client that sends no Ask is booked as it comes
 	}
 	return back, true
+}
+
+// handOut gives r the slot booked for it at its term's gathering: a
+// ticket to come back with lead before it, or the grant.
+func (l *Ledger) handOut(now time.Time, r Request, slot time.Time, lead time.Duration) Grant {
+	if d := slot.Sub(now); d > lead {
+		l.lastTicket++
+		return Grant{Deferred: d - lead, Ticket: l.lastTicket, Slot: d}
+	}
+	return l.redeem(now, r, slot, false)
+}
+
+// queueLate books r, first needed at asked and come after the gathering,
+// in its place among the requests gathered whose slots lie ahead: at the
+// slot of the first younger one that calls one of its actions, which the
+// buckets then grant a gap later, and so on behind it (each comes back
+// for its slot and is granted as the buckets allow). A job asked
+// because a job held through the takeover came back (the ENI after the
+// assign), or a job whose holder came back late, keeps its pods' place.
+// ok false: no younger request is left ahead; r is booked as it comes.
+func (l *Ledger) queueLate(now time.Time, r Request, asked time.Time) (Grant, bool) {
+	i := 0
+	for i < len(l.queue) && !l.queue[i].slot.After(now.Add(gatherLead)) {
+		i++ // granted or about to be: its place is taken
+	}
+	l.queue = l.queue[i:]
+	j := slices.IndexFunc(l.queue, func(g *gathered) bool {
+		return g.asked.After(asked) && slices.ContainsFunc(g.actions, func(a string) bool { return slices.Contains(r.Actions, a) })
+	})
+	if j < 0 {
+		return Grant{}, false
+	}
+	g := &gathered{asked: asked, actions: slices.Clone(r.Actions), slot: l.queue[j].slot}
+	l.queue = slices.Insert(l.queue, j, g)
+	l.book(now, r.Actions, g.slot)
+	// Back before the request whose slot it took, so the buckets grant
+	// it there and the other a gap later.
+	return l.handOut(now, r, g.slot, 2*gatherLead), true
 }
 
 // gatherLead is how long before its slot the holder of a gathered
@@ -650,10 +691,12 @@ func (l *Ledger) bookGathered(now time.Time) {
 		}
 		return cmp.Compare(a.ask, b.ask)
 	})
+	l.queue = l.queue[:0]
 	for _, k := range keys {
 		g := l.asks[k]
 		g.slot = maxTime(l.place(now, g.actions, true), first)
 		l.book(now, g.actions, g.slot)
+		l.queue = append(l.queue, g)
 	}
 }
 

@@ -396,7 +396,10 @@ func TestAThrottleSlowsTheCallsOfTicketsBookedBeforeIt(t *testing.T) {
 // after another through a 16 s takeover, each retrying every 2 s from
 // its own first ask, so the retries reach the new leader in an order
 // unrelated to their age. Booked as they came back, a job asked just
-// after the leader died was granted behind jobs asked 15 s after it.
+// after the leader died was granted behind jobs asked 15 s after it. A
+// job asked only after the gathering, for pods that waited since 5 s
+// into the takeover (an ENI asked once a held assign came back), takes
+// its place among them too: booked as it came, it waited for every one.
 func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 	const (
 		nodes  = 120
@@ -410,11 +413,11 @@ func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 	l := New(cfg)
 	l.StartTerm(Term{Now: term, EmptyAt: term, Stopped: stop, Gather: gather})
 	var q evq
-	granted := make([]time.Time, nodes)
+	granted := make([]time.Time, nodes+1)
 	var calls []grantedCall
-	for i := range nodes {
+	// job i is first needed at first and first asked at asked.
+	job := func(i int, first, asked time.Time) {
 		node := fmt.Sprintf("n%d", i)
-		first := stop.Add(time.Duration(i) * 130 * time.Millisecond)
 		var ask func(now time.Time, ticket uint64, slot time.Time)
 		ask = func(now time.Time, ticket uint64, slot time.Time) {
 			if now.Before(term) { // no leader: the client holds the job
@@ -433,8 +436,14 @@ func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 			granted[i] = now.Add(g.Wait)
 			calls = append(calls, grantedCall{call{granted[i], create[0]}, l, node, 0})
 		}
-		q.at(first, func(now time.Time) { ask(now, 0, time.Time{}) })
+		q.at(asked, func(now time.Time) { ask(now, 0, time.Time{}) })
 	}
+	firstOf := func(i int) time.Time { return stop.Add(time.Duration(i) * 130 * time.Millisecond) }
+	for i := range nodes {
+		job(i, firstOf(i), firstOf(i))
+	}
+	lateFirst, lateAsked := stop.Add(5*time.Second), term.Add(gather+time.Second)
+	job(nodes, lateFirst, lateAsked)
 	q.run()
 	if at, a, ok := refused(calls); !ok {
 		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
@@ -446,5 +455,15 @@ func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 	}
 	if late := granted[0].Sub(term); late > gather+time.Second {
 		t.Errorf("the oldest job was granted %v into the term; want within the gathering (%v) and a second", late, gather)
+	}
+	behind := 0
+	for i := range nodes {
+		if firstOf(i).After(lateFirst) && granted[i].After(lateAsked.Add(time.Second)) && granted[i].Before(granted[nodes]) {
+			behind++
+		}
+	}
+	if behind > 0 {
+		t.Errorf("the job asked after the gathering, needed since %v into the takeover, was granted %v into the term, behind %d jobs needed after it and granted over a second after it asked",
+			lateFirst.Sub(stop), granted[nodes].Sub(term), behind)
 	}
 }
