@@ -385,12 +385,12 @@ type Term struct {
 	// unknown).
 	Booked map[string]time.Time
 	// Gather is how long from Now urgent requests are gathered, not
-	// booked, and then booked oldest first (Request.AgeMs): every client that held its jobs through the
-	// takeover asks again within it (budgetapi.TermGather). Booked as
-	// they came back, the requests of a takeover were granted in the
-	// order of their clients' retries, and a pod whose node asked just
-	// after the leader died waited the takeover and the whole takeover's
-	// requests besides. Zero: none.
+	// booked, and then booked oldest first (Request.AgeMs): every
+	// client that held its jobs through the takeover asks again within
+	// it (budgetapi.TermGather). Booked as they came back, the requests
+	// of a takeover were granted in the order of their clients' retries,
+	// and a pod whose node asked just after the leader died waited the
+	// takeover and the whole takeover's requests besides. Zero: none.
 	Gather time.Duration
 }
 
@@ -505,7 +505,11 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 		return Grant{}
 	}
 	if t, ok := l.tickets[r.Ticket]; ok && r.Ticket != 0 && t.node == r.Node {
-		return l.collect(now, r.Ticket, t)
+		if d := t.at.Sub(now); d > l.cfg.Horizon {
+			return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: r.Ticket, Slot: d} // came back early
+		}
+		delete(l.tickets, r.Ticket)
+		return Grant{Wait: max(t.at.Sub(now), 0)}
 	}
 	if r.SlotMs != nil && r.Ticket != 0 {
 		return l.redeem(now, r, now.Add(time.Duration(*r.SlotMs)*time.Millisecond), r.Ticket < l.firstTicket)
@@ -525,17 +529,6 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 		return g
 	}
 	return l.grant(now, r.Actions, at)
-}
-
-// collect answers the holder of ticket id, charged to the buckets at
-// t.at: granted its slot, or told to come back for it if it lies beyond
-// the horizon.
-func (l *Ledger) collect(now time.Time, id uint64, t ticket) Grant {
-	if d := t.at.Sub(now); d > l.cfg.Horizon {
-		return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: id, Slot: d} // came back early
-	}
-	delete(l.tickets, id)
-	return Grant{Wait: max(t.at.Sub(now), 0)}
 }
 
 // prune drops the tickets and gathered requests nobody came back for (a
@@ -584,11 +577,12 @@ func (l *Ledger) book(now time.Time, actions []string, at time.Time) {
 }
 
 // gather answers a request of a term's gathering (Term.Gather): while it
-// lasts, an urgent request is noted with when it was first asked and told
-// to come back when it ends, and warm-pool work to wait till then; once
-// it ends, the requests gathered are booked oldest first, and each is
-// granted its slot when it comes back for it. ok false: r is not the
-// gathering's.
+// lasts, an urgent request is noted with when it was first needed and
+// told to come back when it ends, and warm-pool work to wait till then;
+// once it ends, the requests gathered are booked oldest first, and each
+// is handed its slot when it comes back for it; a later urgent request
+// older than some of them goes among them (queueLate). ok false: r is
+// booked as it comes.
 func (l *Ledger) gather(now time.Time, r Request) (g Grant, ok bool) {
 	if !l.gatherUntil.IsZero() && !now.Before(l.gatherUntil) {
 		l.bookGathered(now)

@@ -81,7 +81,7 @@ func Validate(r budget.Request) error {
 		return fmt.Errorf("request from %s: its ticket's slot is %d ms from now, more than %v either side: ask again without the ticket", r.Node, *r.SlotMs, budget.MaxSlot)
 	}
 	if r.AgeMs < 0 || r.AgeMs > budget.MaxSlot.Milliseconds() {
-		return fmt.Errorf("request from %s: its age is %d ms; want 0 to %d (an hour)", r.Node, r.AgeMs, budget.MaxSlot.Milliseconds())
+		return fmt.Errorf("request from %s: its age is %d ms: send how long the request has been needed, 0 to %d (an hour)", r.Node, r.AgeMs, budget.MaxSlot.Milliseconds())
 	}
 	for _, a := range append(append([]string(nil), r.Actions...), r.Throttled...) {
 		if !budget.ValidAction(a) {

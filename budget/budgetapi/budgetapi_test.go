@@ -52,6 +52,7 @@ func TestTheServerRefusesBadRequestsWithAReason(t *testing.T) {
 		{"no node", "POST", ReservePath, "agent-token", `{"actions":["CreateTags"]}`, false, 400, "names no node"},
 		{"bad action", "POST", ReservePath, "agent-token", `{"node":"n1","actions":["rm -rf"]}`, false, 400, "not an EC2 action"},
 		{"slot far off", "POST", ReservePath, "agent-token", `{"node":"n1","actions":["CreateTags"],"ticket":3,"slotMs":7200000}`, false, 400, "its ticket's slot is 7200000 ms from now"},
+		{"age past an hour", "POST", ReservePath, "agent-token", `{"node":"n1","actions":["CreateTags"],"ageMs":3600001}`, false, 400, "its age is 3600001 ms"},
 		{"bad subnet", "POST", ReservePath, "agent-token", `{"node":"n1","exhausted":["Subnet A"]}`, false, 400, "not a subnet id"},
 		{"too large", "POST", ReservePath, "agent-token", `{"node":"` + strings.Repeat("n", MaxRequestBytes) + `"}`, false, 400, "larger than"},
 	}
