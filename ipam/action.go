@@ -140,7 +140,7 @@ func (a Action) Brings() int {
 	case a.IPv6:
 		return math.MaxInt32
 	case a.Prefixes:
-		return a.Count * 16
+		return a.Count * PrefixAddrs
 	}
 	return a.Count
 }

@@ -134,7 +134,7 @@ func newAddrCursor(s Snapshot) *addrCursor {
 func (c *addrCursor) blocks(n int, prefixes bool) []BlockState {
 	bits, size := 32, uint32(1)
 	if prefixes {
-		bits, size = 28, 16
+		bits, size = PrefixBits, PrefixAddrs
 	}
 	out := make([]BlockState, n)
 	for i := range out {

@@ -93,7 +93,7 @@ func newPlanner(s Snapshot, cfg PlanConfig, lim Limits, now time.Time) *planner 
 		p.mode = modeENIs
 	}
 	if cfg.PrefixDelegation {
-		p.blockBits, p.blockSize, p.slots = 28, 16, lim.MaxPrefixesPerENI()
+		p.blockBits, p.blockSize, p.slots = PrefixBits, PrefixAddrs, lim.MaxPrefixesPerENI()
 	}
 	if cfg.MaxENI > 0 && cfg.MaxENI < p.maxENIs {
 		p.maxENIs = cfg.MaxENI

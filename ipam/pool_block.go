@@ -11,8 +11,12 @@ import (
 // delegated IPv6 /80 prefix.
 const (
 	secondaryBits = 32
-	prefixBits    = 28
-	prefix6Bits   = 80
+	// PrefixBits is a delegated IPv4 prefix's length, PrefixAddrs the
+	// addresses it holds: the one place the planner, the pool and the
+	// agent's machine learn that a /28 is 16 addresses.
+	PrefixBits  = 28
+	PrefixAddrs = 1 << (32 - PrefixBits)
+	prefix6Bits = 80
 	// wideSize is how many addresses a /80 holds. The pool counts in
 	// int, which must then be 64 bits: the constant below does not
 	// compile where it is not.

@@ -43,7 +43,7 @@ func (p *Pool) checkNewBlock(e *eniEntry, prefix netip.Prefix) error {
 	switch {
 	case !prefix.IsValid() || !prefix.Addr().Is4():
 		return &InvalidBlockError{Block: prefix, Reason: "not an IPv4 prefix"}
-	case prefix.Bits() != secondaryBits && prefix.Bits() != prefixBits:
+	case prefix.Bits() != secondaryBits && prefix.Bits() != PrefixBits:
 		return &InvalidBlockError{Block: prefix, Reason: "size must be /32 (secondary address) or /28 (delegated prefix)"}
 	case prefix.Masked() != prefix:
 		return &InvalidBlockError{Block: prefix, Reason: fmt.Sprintf("host bits set (want %s)", prefix.Masked())}
@@ -94,7 +94,7 @@ func (p *Pool) overlapping(prefix netip.Prefix) *block {
 	if b, ok := p.blocks[prefix]; ok {
 		return b
 	}
-	for a, i := prefix.Addr(), 0; i < 1<<(32-prefixBits); a, i = a.Next(), i+1 {
+	for a, i := prefix.Addr(), 0; i < PrefixAddrs; a, i = a.Next(), i+1 {
 		if b, ok := p.blocks[netip.PrefixFrom(a, secondaryBits)]; ok {
 			return b
 		}
@@ -114,7 +114,7 @@ func (p *Pool) locate(addr netip.Addr) (addrRef, bool) {
 	if !addr.Is4() {
 		return addrRef{}, false
 	}
-	for _, bits := range [...]int{secondaryBits, prefixBits} {
+	for _, bits := range [...]int{secondaryBits, PrefixBits} {
 		pfx, _ := addr.Prefix(bits)
 		if b, ok := p.blocks[pfx]; ok {
 			return addrRef{b: b, i: b.offset(addr)}, true

@@ -19,8 +19,6 @@ import (
 const (
 	minPrefixRetry = 30 * time.Second
 	maxPrefixRetry = 10 * time.Minute
-	// prefixSize is the addresses of one /28.
-	prefixSize = 16
 )
 
 // ReasonSubnetFragmented: the subnet has free addresses but no free /28.
@@ -69,7 +67,7 @@ func (f *fallback) planConfig(cfg ipam.PlanConfig, now time.Time) ipam.PlanConfi
 	}
 	cfg.PrefixDelegation = false
 	if cfg.WarmIPTarget == 0 && cfg.MinimumIPTarget == 0 {
-		cfg.WarmIPTarget = max(cfg.WarmPrefixTarget, 1) * prefixSize
+		cfg.WarmIPTarget = max(cfg.WarmPrefixTarget, 1) * ipam.PrefixAddrs
 	}
 	return cfg
 }

@@ -201,7 +201,7 @@ func (n *Node) pendingENIs(now time.Time) []ipam.ENIState {
 		}}
 		size, bits := 1, 32
 		if act.Prefixes {
-			size, bits = 16, 28
+			size, bits = ipam.PrefixAddrs, ipam.PrefixBits
 		}
 		for i := range act.Count {
 			k := i * size
