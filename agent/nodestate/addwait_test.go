@@ -3,6 +3,7 @@ package nodestate
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,8 +202,13 @@ func TestAnAddWaitsPastItsDeadlineForAnAddressEC2IsMaking(t *testing.T) {
 		if r := answer(t, n, limit.Add(-time.Millisecond), Tick{}); len(r) != 0 {
 			t.Fatalf("before AddWait plus AnswerSlack: replies %+v; want the Add to wait", r)
 		}
-		if r := answer(t, n, limit, Tick{}); !failed(r) {
+		r := answer(t, n, limit, Tick{})
+		if !failed(r) {
 			t.Fatalf("at AddWait plus AnswerSlack: replies %+v; want the Add failed before the plugin times out", r)
+		}
+		// The pod's event says the wait it was, not AddWait alone.
+		if msg := r[0].Err.Error(); !strings.Contains(msg, "in the 1m25s this ADD waited (VPCNET_ADD_WAIT=1m0s") {
+			t.Errorf("the Add failed with %q; want it to say it waited 1m25s", msg)
 		}
 	})
 

@@ -36,8 +36,8 @@ const (
 )
 
 // explain turns the planner's shortfall and the last EC2 failure into the
-// error the pod's Event and kubelet show.
-func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
+// error the pod's Event and kubelet show, for an Add that waited waited.
+func (n *Node) explain(pod ipam.Pod, now time.Time, waited time.Duration) *NoAddressError {
 	st := n.pool.Stats(now)
 	e := &NoAddressError{Pod: pod, Stats: st}
 	sf, growErr := n.cloud.lastShortfall, n.cloud.lastGrowErr
@@ -81,6 +81,12 @@ func (n *Node) explain(pod ipam.Pod, now time.Time) *NoAddressError {
 	default:
 		e.Reason = ReasonPending
 		e.Detail = fmt.Sprintf("new addresses from EC2 did not arrive within %s; the runtime will retry", n.cfg.AddWait)
+		if waited > n.cfg.AddWait {
+			// Held past AddWait for addresses EC2 was making, or through
+			// a budget controller's failover: say the wait it was.
+			e.Detail = fmt.Sprintf("new addresses from EC2 did not arrive in the %s this ADD waited (VPCNET_ADD_WAIT=%s, and longer while EC2 was making them or the budget controller failed over); the runtime will retry",
+				waited.Round(time.Second), n.cfg.AddWait)
+		}
 	}
 	// Whatever ran out, addresses held for pods the host no longer has
 	// are the first thing an operator should know: a larger instance

@@ -141,7 +141,7 @@ func TestPodWaitingOnAFragmentedSubnetIsToldWhy(t *testing.T) {
 	jobs, _ := drain(t, n, t0)
 	assign, _ := find(jobs, isAssign)
 	n.Step(t0, ActionResult{JobID: assign.ID, Err: errFragmented, SubnetFree: 7})
-	e := n.explain(ipam.Pod{Namespace: "d", Name: "p"}, t0)
+	e := n.explain(ipam.Pod{Namespace: "d", Name: "p"}, t0, 0)
 	if e.Reason != ReasonSubnetFragmented || !strings.Contains(e.Detail, "7 free addresses") || !strings.Contains(e.Detail, "create-subnet-cidr-reservation") {
 		t.Errorf("explain = %s: %s; want subnet_fragmented with the free count and the fix", e.Reason, e.Detail)
 	}

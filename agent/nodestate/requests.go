@@ -296,7 +296,7 @@ func (n *Node) expireWaiters(now time.Time) {
 		if !now.Before(w.judgeAt) && now.Before(deadline) {
 			w.judging = true
 			if why == nil {
-				why = n.explain(w.pod, now)
+				why = n.explain(w.pod, now, 0)
 			}
 			hopeless = !why.onItsWay()
 		}
@@ -305,7 +305,7 @@ func (n *Node) expireWaiters(now time.Time) {
 			continue
 		}
 		n.reqs.demand[w.key] = now.Add(n.cfg.DemandMemory)
-		e := n.explain(w.pod, now)
+		e := n.explain(w.pod, now, now.Sub(w.since))
 		n.out.Replies = append(n.out.Replies, Reply{ID: w.id, Err: e})
 	}
 	n.reqs.waiters = keep
