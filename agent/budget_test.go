@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vpcnet/vpcnet/agent/nodestate"
 	"github.com/vpcnet/vpcnet/budget"
 	"github.com/vpcnet/vpcnet/budget/budgetapi"
 	"github.com/vpcnet/vpcnet/clock"
@@ -186,40 +187,47 @@ func (b *needBudget) HoldChanges() <-chan struct{}                          { re
 // through its takeover by it, so the ENI asked after a held assign keeps
 // its pods' place (budget.Term.Gather). Without it a thousand-node
 // failover left pods waiting up to 25.7 s, past the takeover and an
-// attach (BENCHMARKS.md, a controller failover).
+// attach (BENCHMARKS.md, a controller failover). The test is the owner:
+// nothing runs until it runs it, so the Add waits for the pool's first
+// fill when the fill's job asks.
 func TestAJobPodsWaitForTellsTheBudgetSinceWhenTheyWait(t *testing.T) {
-	w := newWorld(t)
+	n := newWorld(t).node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
+	o := n.options(t)
 	b := &needBudget{needs: map[string][]budgetapi.Need{}}
-	n := w.node("i-node1", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1", "VPCNET_ADD_WAIT": "20s"})
-	n.budget = b
-	a := n.start(t)
-	a.waitReady(t)
-	before := time.Now()
-	var wg sync.WaitGroup
-	for i := range 14 { // the tenth and later need a second ENI
-		wg.Go(func() {
-			if _, err := a.Add(context.Background(), key(i), pod(i)); err != nil {
-				t.Errorf("add %d: %v", i, err)
-			}
-		})
+	fx := &heldWork{}
+	o.Effects, o.Budget = fx, b
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
+	ctx := context.Background()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	a.Submit(ctx, func(id uint64) nodestate.Event {
+		return nodestate.AddRequest{ID: id, Key: key(1), Pod: pod(1)}
+	})
 	after := time.Now()
+	ran := false
+	for wk, ok := fx.next(false); ok; wk, ok = fx.next(false) {
+		if wk.Job != nil && wk.Job.Kind == nodestate.JobAction && wk.Job.Action.Kind == ipam.AssignBlocks {
+			wk.Run(ctx, func(nodestate.Event) bool { return true })
+			ran = true
+			break
+		}
+	}
+	if !ran {
+		t.Fatal("no assign job was handed out; the test meant the pool's first fill to be one")
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var told []time.Time
-	for _, nd := range b.needs["CreateNetworkInterface"] {
-		if nd.Urgent {
-			told = append(told, nd.Since)
-		}
+	needs := b.needs["AssignPrivateIpAddresses"]
+	if len(needs) != 1 || !needs[0].Urgent {
+		t.Fatalf("the assign asked with needs %+v; want one ask, urgent", needs)
 	}
-	if len(told) == 0 {
-		t.Fatalf("no urgent ENI create was asked for (needs %+v); the test meant pods to wait for one", b.needs["CreateNetworkInterface"])
-	}
-	for _, since := range told {
-		if since.Before(before) || since.After(after) {
-			t.Errorf("the ENI waiting pods needed was asked for with pods waiting since %v; want the time the longest-waiting Add came (between %v and %v)",
-				since.Format(time.StampMicro), before.Format(time.StampMicro), after.Format(time.StampMicro))
-		}
+	if since := needs[0].Since; since.Before(before) || since.After(after) {
+		t.Errorf("the assign the Add waits for said pods wait since %v; want the Add's arrival (between %v and %v)",
+			since.Format(time.StampMicro), before.Format(time.StampMicro), after.Format(time.StampMicro))
 	}
 }
