@@ -25,16 +25,26 @@ func (a *Agent) granted(ctx context.Context, j nodestate.Job, calls []string, te
 	if a.budget != nil {
 		need := func() budgetapi.Need {
 			h := a.summary.Load()
-			if h == nil || !slices.Contains(h.view.Urgent, j.ID) {
+			if h == nil {
 				return budgetapi.Need{}
 			}
-			return budgetapi.Need{Urgent: true, Since: h.view.WaitingSince}
+			return JobNeed(h.view, j.ID)
 		}
 		if a.budget.Acquire(ctx, calls, need) != nil {
 			return false
 		}
 	}
 	return tell(nodestate.JobGrant{JobID: j.ID})
+}
+
+// JobNeed is what job id is wanted for as the machine's summary v sees
+// it: urgent while pods wait for it, since the longest-waiting of them
+// came. A driver that runs its own jobs (the scale driver) asks the same.
+func JobNeed(v nodestate.View, id uint64) budgetapi.Need {
+	if !slices.Contains(v.Urgent, id) {
+		return budgetapi.Need{}
+	}
+	return budgetapi.Need{Urgent: true, Since: v.WaitingSince}
 }
 
 // startupNeed is what start-up's EC2 reads are wanted for: urgently (the

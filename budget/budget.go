@@ -587,11 +587,14 @@ func (l *Ledger) gather(now time.Time, r Request) (g Grant, ok bool) {
 	if !l.gatherUntil.IsZero() && !now.Before(l.gatherUntil) {
 		l.bookGathered(now)
 	}
-	back := Grant{Deferred: l.gatherUntil.Sub(now) + spread(r.Node, l.seq)/gatherSpread}
+	// back tells a request of the gathering to come back when it ends.
+	back := func() Grant {
+		return Grant{Deferred: l.gatherUntil.Sub(now) + spread(r.Node, l.seq)/gatherSpread}
+	}
 	k := askKey{r.Node, r.Ask}
 	if h, ok := l.asks[k]; ok && r.Ask != 0 {
 		if h.slot.IsZero() {
-			return back, true
+			return back(), true
 		}
 		delete(l.asks, k)
 		return l.handOut(now, r, h.slot, gatherLead), true
@@ -608,7 +611,7 @@ func (l *Ledger) gather(now time.Time, r Request) (g Grant, ok bool) {
 	} else if r.Urgent {
 		return Grant{}, false // a client that sends no Ask is booked as it comes
 	}
-	return back, true
+	return back(), true
 }
 
 // handOut gives r the slot booked for it at its term's gathering: a

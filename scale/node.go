@@ -336,11 +336,7 @@ func (n *node) need(id uint64) budgetapi.Need {
 	if n.agent == nil {
 		return budgetapi.Need{}
 	}
-	v := n.agent.ag.Node().Summary(n.r.now())
-	if !slices.Contains(v.Urgent, id) {
-		return budgetapi.Need{}
-	}
-	return budgetapi.Need{Urgent: true, Since: v.WaitingSince}
+	return agent.JobNeed(n.agent.ag.Node().Summary(n.r.now()), id)
 }
 
 func (n *node) sortedPods() []*pod {

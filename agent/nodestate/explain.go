@@ -36,7 +36,8 @@ const (
 )
 
 // explain turns the planner's shortfall and the last EC2 failure into the
-// error the pod's Event and kubelet show, for an Add that waited waited.
+// error the pod's Event and kubelet show; waited is how long the Add
+// waited, when it fails now (zero while it is only being judged).
 func (n *Node) explain(pod ipam.Pod, now time.Time, waited time.Duration) *NoAddressError {
 	st := n.pool.Stats(now)
 	e := &NoAddressError{Pod: pod, Stats: st}

@@ -89,14 +89,13 @@ func (r *requests) init() { r.demand = make(map[ipam.Key]time.Time) }
 func (r *requests) waiting() int { return len(r.waiters) }
 
 // since is when the longest-waiting Add began waiting; zero if none.
+// Waiters are kept in the order they came (served oldest first), so it
+// is the first one's: Summary asks it after every event.
 func (r *requests) since() time.Time {
-	var t time.Time
-	for _, w := range r.waiters {
-		if t.IsZero() || w.since.Before(t) {
-			t = w.since
-		}
+	if len(r.waiters) == 0 {
+		return time.Time{}
 	}
-	return t
+	return r.waiters[0].since
 }
 
 // demandCount is waiting Adds plus remembered ones, for the planner.
