@@ -14,8 +14,9 @@
 // schedule at once, first come first served; calls that only fill a warm
 // pool are granted only while the schedule has room now, so they never
 // delay a waiting pod. When EC2 still refuses (other clients share the
-// account), the agents say so and the Ledger halves that action's rate,
-// then wins it back a little at a time (AIMD).
+// account), the agents say so, and the Ledger lowers that action's rate
+// to what the other clients left since the refusal before (halving it
+// when it cannot tell), then wins it back a little at a time.
 //
 // The Ledger is pure: no I/O, no clock of its own, no goroutine. The
 // controller (cmd/vpcnet-budget) serves it over HTTP to the agents, and
@@ -48,9 +49,12 @@ type Config struct {
 	// account (the console, other controllers, Terraform).
 	Margin float64
 	// Recovery is how long a halved rate takes to win back what it lost
-	// (additive increase). Default 60 s.
+	// (additive increase), and how long a rate set to what the account's
+	// other clients leave holds before it starts to, four times slower
+	// (shareClimb). Default 60 s.
 	Recovery time.Duration
-	// Floor is the lowest fraction of the granted rate AIMD goes down to.
+	// Floor is the lowest fraction of the granted rate a refusal takes it
+	// down to.
 	// Default 0.1.
 	Floor float64
 	// PressureHold is how long a subnet stays under pressure after a
@@ -291,12 +295,25 @@ type action struct {
 	// tickets are granted in this term (StartTerm).
 	shift time.Duration
 	// factor is the fraction of the granted rate in force after the last
-	// decrease (AIMD): 1 until EC2 refuses, then halved, and rate()
-	// wins back (1-Floor) of it per Recovery.
+	// decrease: 1 until EC2 refuses, then what the account's other
+	// clients leave (share), or half when that is not known yet; rate()
+	// wins back (1-Floor) of the granted rate per climb from recover on.
 	factor    float64
 	decreased time.Time
+	recover   time.Time
+	climb     time.Duration
+	// since is the span from the last refusal, over which the next
+	// measures the other clients' spend (share).
+	since span
 	// Counters, for Stats.
 	grants, deferrals, throttled uint64
+}
+
+// span is an action's bucket from a refusal on: the action's counters
+// then, to tell what the cluster spent of it since.
+type span struct {
+	from              time.Time
+	grants, throttled uint64
 }
 
 // New returns a Ledger for cfg, which must be valid.
@@ -340,7 +357,7 @@ func (l *Ledger) rate(a *action, now time.Time) float64 {
 	if a.factor >= 1 {
 		return 1
 	}
-	won := (1 - l.cfg.Floor) * float64(now.Sub(a.decreased)) / float64(l.cfg.Recovery)
+	won := (1 - l.cfg.Floor) * float64(now.Sub(a.recover)) / float64(a.climb)
 	return min(1, a.factor+max(won, 0))
 }
 
@@ -355,16 +372,65 @@ func (l *Ledger) params(a *action, now time.Time) (gap, tolerance time.Duration)
 	return gap, time.Duration(burst * float64(time.Second) / full)
 }
 
-// throttle records EC2's refusal of an action: its rate halves, at most
-// once a second (the refusals of one wave, reported by many nodes, are
-// one decrease).
+// shareSpan is the shortest span a refusal measures the account's other
+// spend over: the refusals of one wave reach the Ledger over a few
+// seconds (each node reports them at its next request, and calls granted
+// up to a horizon before the decrease are still made), so a shorter span
+// would measure the wave's tail, not the other clients.
+const shareSpan = 10 * time.Second
+
+// shareClimb is how many times slower than a halved rate a measured one
+// is won back (Config.Recovery). The cluster wins every race for a token
+// against a client that calls at an even pace (its grants are spaced at
+// the refill), so a rate climbing past what the others leave is not
+// refused: the others are, and the Ledger cannot hear it. Climbing back
+// in a minute, a shared account's other client was refused on 28% of
+// its calls in a 1,000-node join; in four, on 5% (BENCHMARKS.md, a
+// shared account).
+const shareClimb = 4
+
+// throttle records EC2's refusal of an action, a moment its bucket was
+// empty. Measured from the refusal before (share), the rate falls to
+// what the account's other clients leave, holds there for Recovery, and
+// is won back shareClimb times slower than a halved rate; it falls by
+// half at most, and by half when there is no measure (the first
+// refusal), and is won back from then on (AIMD). The refusals of one wave, which nodes report at their next
+// requests over several seconds, are one decrease: each report a second
+// after the last halved the rate again, one wave took it to its floor,
+// and a shared account's join ran at a fraction of what the other
+// client left (BENCHMARKS.md, a shared account).
 func (l *Ledger) throttle(a *action, now time.Time) {
 	a.throttled++
-	r := l.rate(a, now)
-	if !a.decreased.IsZero() && now.Sub(a.decreased) < time.Second {
+	if !a.decreased.IsZero() && now.Sub(a.decreased) < shareSpan {
 		return
 	}
-	a.factor, a.decreased = max(r/2, l.cfg.Floor), now
+	r := l.rate(a, now)
+	if f, ok := l.share(a, now); ok {
+		a.factor, a.recover, a.climb = max(min(f, r), r/2, l.cfg.Floor), now.Add(l.cfg.Recovery), shareClimb*l.cfg.Recovery
+	} else {
+		a.factor, a.recover, a.climb = max(r/2, l.cfg.Floor), now, l.cfg.Recovery
+	}
+	a.decreased = now
+	a.since = span{from: now, grants: a.grants, throttled: a.throttled}
+}
+
+// share is the fraction of the action's refill that the account's other
+// clients left from the last refusal to this one: the bucket was empty
+// at both, so what EC2 refilled between them, less the calls granted
+// here (less those EC2 refused, which took no token), is what the
+// others spent. Granted at Margin of the rest, the cluster leaves them
+// their spend and the bucket refills a little. A span in which the
+// bucket stood full counts refill nobody took as the others' spend: the
+// measure errs towards granting too little. ok false: no refusal before,
+// or too soon to tell.
+func (l *Ledger) share(a *action, now time.Time) (float64, bool) {
+	d := now.Sub(a.since.from)
+	if a.since.from.IsZero() || d < shareSpan {
+		return 0, false
+	}
+	own := float64(a.grants-a.since.grants) - float64(a.throttled-a.since.throttled)
+	other := max(a.bucket.Refill*d.Seconds()-max(own, 0), 0) / d.Seconds()
+	return max(a.bucket.Refill-other, 0) / a.bucket.Refill, true
 }
 
 // Term is how a Ledger takes over the cluster's schedule from another (a
@@ -765,7 +831,8 @@ type ActionStats struct {
 	Action string `json:"action"`
 	// Backlog is how far ahead of now the schedule is booked.
 	Backlog time.Duration `json:"backlog"`
-	// Rate is the grants per second in force (AIMD included).
+	// Rate is the grants per second in force (refusals' decreases
+	// included).
 	Rate      float64 `json:"rate"`
 	Grants    uint64  `json:"grants"`
 	Deferrals uint64  `json:"deferrals"`

@@ -157,7 +157,7 @@ func TestWarmPoolWorkWaitsForPodsAndLeavesTheReserve(t *testing.T) {
 	}
 }
 
-func TestThrottlingHalvesTheRateAndRecoveryWinsItBack(t *testing.T) {
+func TestAFirstRefusalHalvesTheRateAndRecoveryWinsItBack(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Recovery = time.Minute
 	l := New(cfg)

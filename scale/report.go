@@ -53,6 +53,8 @@ type Report struct {
 	Wall time.Duration
 	// Budget says the budget controller was installed.
 	Budget bool
+	// Margin is the share of each bucket the budget controller granted.
+	Margin float64
 	// Preflight says the agents ran their IAM preflight; SubnetDiscovery
 	// that they discovered subnets for new ENIs; Settings are the agent
 	// settings given (the rest are production's defaults).
@@ -271,7 +273,7 @@ func (rep *Report) Write(w io.Writer) {
 	per := func(k int) string { return fmt.Sprintf("%.2f", float64(k)/float64(rep.Nodes)) }
 	fmt.Fprintf(w, "#### %s: %s\n\n", rep.Scenario, rep.Summary)
 	if rep.Budget {
-		fmt.Fprintf(w, "With the budget controller: every node's EC2 calls granted by one budget.Ledger at 90%% of the account's buckets, pods waiting first.\n\n")
+		fmt.Fprintf(w, "With the budget controller: every node's EC2 calls granted by one budget.Ledger at %.0f%% of the account's buckets, pods waiting first.\n\n", 100*rep.Margin)
 	} else {
 		fmt.Fprintf(w, "Without the budget controller: every node on its own budget.\n\n")
 	}

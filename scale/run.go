@@ -73,6 +73,10 @@ type Options struct {
 	// were bounded by a horizon (budget.Config.Horizon), in every
 	// scenario.
 	NoHorizon bool
+	// Margin is the share of each bucket the budget controller grants
+	// (its VPCNET_BUDGET_MARGIN); zero is its default. An operator
+	// who knows of another client of the account leaves it its share.
+	Margin float64
 	// NoGather gives the budget controller as it was before a new
 	// leader gathered the requests held through its takeover and booked
 	// them oldest first (budget.Term.Gather): booked as they come back.
@@ -200,6 +204,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Nodes <= 0 {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
+	o.Margin = cmpOr(o.Margin, budget.DefaultConfig().Margin)
+	if !(o.Margin > 0 && o.Margin <= 1) {
+		return nil, fmt.Errorf("margin %v: want the share of every bucket the budget controller grants, above 0 and at most 1 (its default is 0.9)", o.Margin)
+	}
 	var baseline *Report
 	if sc.Name == "failover" {
 		if !o.Budget {
@@ -256,7 +264,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget, OtherShare: o.OtherShare,
+	rep := &Report{Scenario: sc.Name, Summary: sc.Summary, Nodes: o.Nodes, Account: o.Account, Budget: o.Budget, Margin: o.Margin, OtherShare: o.OtherShare,
 		Preflight: !o.NoPreflight, SubnetDiscovery: cfg.SubnetDiscovery && !cfg.CustomNetwork, Settings: o.Settings}
 	sc.play(r)
 	if r.err != nil {
@@ -462,6 +470,7 @@ func playShared(r *run) {
 // budgetConfig is the controller's Ledger for the run.
 func (r *run) budgetConfig() budget.Config {
 	cfg := r.opts.Account.budgetConfig()
+	cfg.Margin = r.opts.Margin
 	if r.opts.NoHorizon {
 		cfg.Horizon = 0
 	}

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, cfg budget.Config, stats func() []bud
 		}, []string{"urgent"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vpcnet_budget_throttled_reports_total",
-			Help: "RequestLimitExceeded answers agents reported, by action: each halves the action's rate for a while (AIMD).",
+			Help: "RequestLimitExceeded answers agents reported, by action: a wave of them lowers the action's rate for a while, to what the account's other clients left since the wave before (half, the first time).",
 		}, []string{"action"}),
 		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vpcnet_budget_auth_total",

@@ -43,6 +43,7 @@ func run() error {
 	flag.DurationVar(&o.Churn, "churn", 0, "churn: how long pods are replaced (0: 10m)")
 	flag.BoolVar(&o.Budget, "budget", true, "run the budget controller, as the chart installs it: every node asks it before calling EC2; --budget=false: each node spends on its own")
 	flag.Float64Var(&o.OtherShare, "other-share", 0, "the share (0 to 1) of every mutating bucket's refill another client of the account spends, unknown to the budget controller (0: none; the shared scenario's default 0.3)")
+	flag.Float64Var(&o.Margin, "margin", 0, "the share (above 0, at most 1) of every bucket the budget controller grants, as its VPCNET_BUDGET_MARGIN sets it (0: its default, 0.9)")
 	flag.StringVar(&settings, "set", "", "agent settings as NAME=VALUE,... (e.g. WARM_IP_TARGET=5, ENABLE_SUBNET_DISCOVERY=false); the rest are production's defaults")
 	preflight := flag.Bool("preflight", true, "run the agents' IAM preflight, as vpcnetd does at every start (DryRun probes, or the record of a passed one); --preflight=false leaves it out")
 	flag.DurationVar(&o.FailoverAt, "failover-at", 0, "failover: when the budget controller's leader dies, from the start (0: half the join's lower bound)")
