@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,26 +61,72 @@ func (c *controller) count(m map[string]int, action string) int {
 // TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController: with a
 // controller, the agent asks it before each job's EC2 calls and before
 // start-up's read, and the ENI its waiting pods need is asked for as
-// urgent.
+// urgent. The test is the owner, on a clock it shares with the local
+// cloud: nothing runs until it runs it, so all the Adds wait before any
+// job asks. With the Adds on goroutines of their own, the warm pool's
+// ENI (WARM_IP_TARGET=1) was at times asked, and granted as warm-pool
+// work, before the tenth Add came to wait for it.
 func TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController(t *testing.T) {
-	w := newWorld(t)
+	clk := clock.NewManual(time.Now())
+	w := newWorldOn(t, clk)
 	ctl := newController(t)
 	n := w.node("i-node1", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1", "VPCNET_ADD_WAIT": "20s"})
 	n.budget = budgetapi.NewClient(budgetapi.ClientOptions{Node: "i-node1",
 		Endpoint: func(context.Context) (string, error) { return ctl.url, nil }})
-	a := n.start(t)
-	a.waitReady(t)
+	o := n.options(t)
+	fx := &heldWork{}
+	o.Effects, o.Clock = fx, clk
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// An m5.large holds 9 pods on its primary ENI: the tenth and later
 	// need a second ENI while they wait.
-	var wg sync.WaitGroup
+	var replies []<-chan nodestate.Reply
 	for i := range 14 {
-		wg.Go(func() {
-			if _, err := a.Add(context.Background(), key(i), pod(i)); err != nil {
-				t.Errorf("add %d: %v", i, err)
+		_, ch := a.Submit(ctx, func(id uint64) nodestate.Event {
+			return nodestate.AddRequest{ID: id, Key: key(i), Pod: pod(i)}
+		})
+		replies = append(replies, ch)
+	}
+	// The work runs in the order it was handed out; with none left the
+	// clock moves to the owner's next Tick (an attach confirmed).
+	tell := func(ev nodestate.Event) bool { a.Step(ctx, ev); return true }
+	for step := 0; ; step++ {
+		replies = slices.DeleteFunc(replies, func(ch <-chan nodestate.Reply) bool {
+			select {
+			case r := <-ch:
+				if r.Err != nil {
+					t.Errorf("add: %v", r.Err)
+				}
+				return true
+			default:
+				return false
 			}
 		})
+		if len(replies) == 0 {
+			break
+		}
+		if step == 1000 {
+			t.Fatalf("%d Adds still unanswered after %d steps", len(replies), step)
+		}
+		if len(fx.work) > 0 {
+			wk := fx.work[0]
+			fx.work = fx.work[1:]
+			wk.Run(ctx, tell)
+			continue
+		}
+		wake := a.Wake()
+		if wake.IsZero() {
+			t.Fatalf("%d Adds unanswered, with no work out and no Tick wanted", len(replies))
+		}
+		clk.Advance(max(wake.Sub(clk.Now()), 0))
+		a.Step(ctx, nodestate.Tick{})
 	}
-	wg.Wait()
 	for _, action := range []string{"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute", "AssignPrivateIpAddresses", "DescribeNetworkInterfaces"} {
 		calls, granted := w.callCount(action), ctl.count(ctl.granted, action)
 		if action != "DescribeNetworkInterfaces" && calls == 0 {
@@ -92,7 +139,11 @@ func TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController(t *testing.T) {
 	if ctl.count(ctl.urgent, "CreateNetworkInterface") == 0 {
 		t.Errorf("the ENI waiting pods needed was not asked for as urgent")
 	}
-	st := a.statusView(context.Background()).(statusView)
+	// No owner goroutine answers the status's query (ctx ended): it
+	// reads the summary the owner published last.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	st := a.statusView(done).(statusView)
 	if b := st.Budget; b == nil || b.Granted == 0 || b.Alone != 0 || b.AloneUntil != nil {
 		t.Errorf("/v1/status budget %+v; want grants and no job gone alone", b)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vpcnet/vpcnet/agent/nodestate"
+	"github.com/vpcnet/vpcnet/clock"
 	"github.com/vpcnet/vpcnet/cloud"
 	"github.com/vpcnet/vpcnet/config"
 	"github.com/vpcnet/vpcnet/internal/testlog"
@@ -148,9 +149,22 @@ func newWorld(t *testing.T) *world {
 // newWorldOf is newWorld with another topology, usually topology edited.
 func newWorldOf(t *testing.T, topology string) *world {
 	t.Helper()
+	return newWorldWith(t, topology, sim.Options{})
+}
+
+// newWorldOn is newWorld on clk: the local cloud's attaches and detaches
+// are done once clk has passed their delay, and an agent given clk
+// (Options.Clock) sees them done when it reads after moving it.
+func newWorldOn(t *testing.T, clk *clock.Manual) *world {
+	t.Helper()
+	return newWorldWith(t, topology, sim.Options{Now: clk.Now})
+}
+
+func newWorldWith(t *testing.T, topology string, opts sim.Options) *world {
+	t.Helper()
 	simtest.IsolateAWSEnv(t)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
-	cl := simtest.New(t, topology, sim.Options{})
+	cl := simtest.New(t, topology, opts)
 	w := &world{t: t, cloud: cl, calls: map[string]int{}, dry: map[string]int{}}
 	w.ec2 = simtest.Serve(t, w.countCalls(cl.EC2Handler()))
 	return w

@@ -59,6 +59,16 @@ func TestPlanOnePass(t *testing.T) {
 			snap(0, eniAt(0, old, addrs(9, 1, 0))), []string{"attach 9"}, NoLimit},
 		{"warm eni fills a partly filled ENI to capacity", testConfig(), m5large,
 			snap(0, eniAt(0, old, addrs(5, 5, 0))), []string{"assign eni-0 4", "attach 9"}, NoLimit},
+		// WARM_ENI_TARGET=0 keeps no free ENI, but still grows once no
+		// address at all is available, pod waiting or not: aws-node's
+		// isDatastorePoolTooLow (warmTarget == 0 && available == 0), and
+		// its new ENI comes with all its addresses
+		// (GetENIResourcesToAllocate). The agent asks the budget for that
+		// ENI as warm-pool work: no pod waits for it.
+		{"warm eni 0 keeps nothing more while one address is available", testConfig(warmENI(0)), m5large,
+			snap(0, eniAt(0, old, addrs(9, 8, 0))), []string{}, NoLimit},
+		{"warm eni 0 attaches a whole ENI once none is available", testConfig(warmENI(0)), m5large,
+			snap(0, eniAt(0, old, addrs(9, 9, 0))), []string{"attach 9"}, NoLimit},
 		{"warm eni 3 with MAX_ENI 2 stops at 2 ENIs", testConfig(warmENI(3), maxENI(2)), m5large,
 			snap(0, eniAt(0, old, addrs(0, 0, 0))), []string{"assign eni-0 9", "attach 9"}, MaxENILimit},
 		{"instance ENI limit", testConfig(warmENI(1)), m5large,
