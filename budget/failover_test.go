@@ -467,3 +467,91 @@ func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 			lateFirst.Sub(stop), granted[nodes].Sub(term), behind)
 	}
 }
+
+// A leader writes its promise into its Lease every two seconds, and what
+// it books between a renewal and its death is in no promise the next
+// leader reads: here 40 assigns asked after the last renewal, a second
+// before the leader died. The next leader books the jobs held through
+// its takeover from the end of the promise it read, over those tickets'
+// slots; granted at their slots, the two shared them and each was
+// granted behind the other, the older jobs among them too. The tickets
+// are numbered above the promise's last ticket (Term.LastTicket), and
+// take their places among the held jobs by age: every one is granted
+// before every held job first needed after it, and EC2 refuses nothing.
+func TestTicketsBookedAfterTheLastPromiseAreGrantedAmongTheHeldJobsByAge(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Horizon = 3 * time.Second
+	assign := []string{"AssignPrivateIpAddresses"}
+	renewal, stop := t0.Add(time.Second), t0.Add(2*time.Second)
+	term := stop.Add(16 * time.Second)
+	old, next := New(cfg), New(cfg)
+	var promise Promise
+	q := &evq{}
+	q.at(renewal, func(now time.Time) { promise = old.Promise(now) })
+	q.at(term, func(now time.Time) {
+		next.StartTerm(Term{Now: now, EmptyAt: now.Add(-7 * time.Second), Stopped: renewal, Booked: promise.Booked, LastTicket: promise.LastTicket, Gather: 2500 * time.Millisecond})
+	})
+	leader := func(now time.Time) *Ledger {
+		switch {
+		case now.Before(stop):
+			return old
+		case now.Before(term):
+			return nil
+		}
+		return next
+	}
+	var calls []grantedCall
+	granted := map[string]time.Time{}
+	// job asks for node's assign, first needed at first, as the agents'
+	// client does: holding it while no leader answers, coming back with
+	// its ticket when deferred with one.
+	job := func(node string, first time.Time) {
+		var ask func(now time.Time, ticket uint64, slot time.Time)
+		ask = func(now time.Time, ticket uint64, slot time.Time) {
+			l := leader(now)
+			if l == nil {
+				q.at(now.Add(2*time.Second), func(now time.Time) { ask(now, ticket, slot) })
+				return
+			}
+			r := Request{Node: node, Actions: assign, Urgent: true, Ask: 1, AgeMs: now.Sub(first).Milliseconds(), Ticket: ticket}
+			if ticket != 0 {
+				r.SlotMs = SlotMs(slot, now)
+			}
+			g := l.Reserve(now, r)
+			if !g.Granted() {
+				q.at(now.Add(g.Deferred), func(next time.Time) { ask(next, g.Ticket, now.Add(g.Slot)) })
+				return
+			}
+			granted[node] = now.Add(g.Wait)
+			calls = append(calls, grantedCall{call{granted[node], assign[0]}, l, node, 0})
+		}
+		q.at(first, func(now time.Time) { ask(now, 0, time.Time{}) })
+	}
+	for i := range 150 { // before the renewal: the burst, then tickets
+		job(fmt.Sprintf("p%d", i), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	unpromised := func(i int) time.Time { return renewal.Add(time.Duration(i+1) * 20 * time.Millisecond) }
+	for i := range 40 {
+		job(fmt.Sprintf("u%d", i), unpromised(i))
+	}
+	heldFirst := func(i int) time.Time { return stop.Add(time.Second + time.Duration(i)*300*time.Millisecond) }
+	for i := range 40 {
+		job(fmt.Sprintf("h%d", i), heldFirst(i))
+	}
+	q.run()
+	if len(granted) != 230 {
+		t.Fatalf("%d jobs granted; want 230", len(granted))
+	}
+	if at, a, ok := refused(calls); !ok {
+		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
+	}
+	for i := range 40 {
+		u := fmt.Sprintf("u%d", i)
+		for j := range 40 {
+			if h := fmt.Sprintf("h%d", j); granted[h].Before(granted[u]) {
+				t.Fatalf("%s, first needed %v into the takeover, was granted %v before %s, asked after the last renewal %v before the leader died",
+					h, heldFirst(j).Sub(stop), granted[u].Sub(granted[h]), u, stop.Sub(unpromised(i)))
+			}
+		}
+	}
+}

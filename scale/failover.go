@@ -44,9 +44,9 @@ type replica struct {
 	// change, observedAt when (its own clock): client-go takes the Lease
 	// over only once it has seen no renewal for leaseDuration.
 	observed, observedAt time.Time
-	// read is the schedule the Lease said was booked when this replica
-	// last read it (controller.BookedAnnotation).
-	read map[string]time.Time
+	// read is the promise the Lease carried when this replica last read
+	// it (controller.BookedAnnotation and LastTicketAnnotation).
+	read budget.Promise
 }
 
 // election is the Lease and the replicas contending for it. Replica 0
@@ -60,10 +60,10 @@ type election struct {
 	rng      *rand.Rand
 	replicas [2]*replica
 	// holder is the replica the Lease names; renewed its renewTime,
-	// booked its annotation of the schedule booked.
+	// promise its annotations of the schedule booked and the last ticket.
 	holder  int
 	renewed time.Time
-	booked  map[string]time.Time
+	promise budget.Promise
 	// killedAt is when the leader died, tookOver when its successor
 	// first answered.
 	killedAt, tookOver time.Time
@@ -111,10 +111,11 @@ func (e *election) loop(i int) {
 	wait := retryPeriod
 	if e.holder == i {
 		e.renewed = now
-		e.booked = budget.LaterBooked(rp.read, rp.ledger.Booked(now))
+		own := rp.ledger.Promise(now)
+		e.promise = budget.Promise{Booked: budget.LaterBooked(rp.read.Booked, own.Booked), LastTicket: own.LastTicket}
 	} else {
 		wait += time.Duration(e.rng.Float64() * retryJitter * float64(retryPeriod))
-		rp.read = e.booked
+		rp.read = e.promise
 		if !e.renewed.Equal(rp.observed) {
 			rp.observed, rp.observedAt = e.renewed, now
 		}
@@ -128,7 +129,7 @@ func (e *election) loop(i int) {
 				if !rp.up || e.holder != i {
 					return
 				}
-				rp.ledger.StartTerm(budget.Term{Now: e.r.now(), EmptyAt: e.termStart(rp), Stopped: rp.observedAt, Booked: rp.read, Gather: e.gather})
+				rp.ledger.StartTerm(budget.Term{Now: e.r.now(), EmptyAt: e.termStart(rp), Stopped: rp.observedAt, Booked: rp.read.Booked, LastTicket: rp.read.LastTicket, Gather: e.gather})
 				rp.leading = true
 				if e.tookOver.IsZero() {
 					e.tookOver = e.r.now()

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/vpcnet/vpcnet/budget"
 	"github.com/vpcnet/vpcnet/clock"
@@ -75,12 +74,13 @@ func (s *Server) StartTerm(t budget.Term) {
 	s.mu.Unlock()
 }
 
-// Booked is how far the ledger's schedule is booked, per action (see
-// budget.Ledger.Booked): what the leader writes into its Lease.
-func (s *Server) Booked() map[string]time.Time {
+// Promise is how far the ledger's schedule is booked, per action, and
+// its last ticket (see budget.Ledger.Promise): what the leader writes
+// into its Lease.
+func (s *Server) Promise() budget.Promise {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ledger.Booked(s.clk.Now())
+	return s.ledger.Promise(s.clk.Now())
 }
 
 // Stats is the ledger's schedule now.

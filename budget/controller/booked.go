@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -24,6 +25,13 @@ import (
 // to see how far the cluster's EC2 calls are booked.
 const BookedAnnotation = "budget.vpcnet.io/booked"
 
+// LastTicketAnnotation, on the controller's Lease, is the number of the
+// last ticket its leader had handed out when it last renewed the Lease,
+// in decimal: a ticket numbered above it was booked after the schedule
+// BookedAnnotation gives, and the next leader, which may have booked its
+// slot again, places it by its age instead (budget.Term.LastTicket).
+const LastTicketAnnotation = "budget.vpcnet.io/last-ticket"
+
 // bookedLeases carries BookedAnnotation through client-go's LeaseLock,
 // which writes only the Lease's spec: every update of the Lease writes
 // the schedule booked (the leader's, and what the Lease said before, per
@@ -32,22 +40,22 @@ const BookedAnnotation = "budget.vpcnet.io/booked"
 // remembers what the Lease said.
 type bookedLeases struct {
 	coordinationv1client.LeasesGetter
-	// booked is this replica's schedule now.
-	booked func() map[string]time.Time
-	log    *slog.Logger
+	// promise is this replica's schedule now.
+	promise func() budget.Promise
+	log     *slog.Logger
 
 	// mu guards read.
 	mu sync.Mutex
 	// read is what the Lease said when this replica last read it.
-	read map[string]time.Time
+	read budget.Promise
 }
 
-// lastRead is the schedule the Lease carried when this replica last read
-// it: its previous leader's promise.
-func (b *bookedLeases) lastRead() map[string]time.Time {
+// lastRead is the promise the Lease carried when this replica last read
+// it: its previous leader's.
+func (b *bookedLeases) lastRead() budget.Promise {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.read)
+	return budget.Promise{Booked: maps.Clone(b.read.Booked), LastTicket: b.read.LastTicket}
 }
 
 func (b *bookedLeases) Leases(namespace string) coordinationv1client.LeaseInterface {
@@ -85,15 +93,25 @@ func (b *bookedLeases) remember(l *coordinationv1.Lease) {
 			read = nil
 		}
 	}
+	var last uint64
+	if v, ok := l.Annotations[LastTicketAnnotation]; ok {
+		var err error
+		if last, err = strconv.ParseUint(v, 10, 64); err != nil {
+			b.log.Warn("ignoring the Lease's last ticket, so a next leader grants every ticket of the last one at its slot: the annotation is not a decimal number (a hand edit?); the leader writes it at its next renewal",
+				"annotation", LastTicketAnnotation, "err", err)
+			last = 0
+		}
+	}
 	b.mu.Lock()
-	b.read = read
+	b.read = budget.Promise{Booked: read, LastTicket: last}
 	b.mu.Unlock()
 }
 
-// annotate writes the schedule booked into l, the Lease about to be
-// written.
+// annotate writes the schedule booked and the last ticket into l, the
+// Lease about to be written.
 func (b *bookedLeases) annotate(l *coordinationv1.Lease) {
-	v, err := json.Marshal(budget.LaterBooked(b.lastRead(), b.booked()))
+	own := b.promise()
+	v, err := json.Marshal(budget.LaterBooked(b.lastRead().Booked, own.Booked))
 	if err != nil {
 		return // a map of times always marshals
 	}
@@ -102,4 +120,7 @@ func (b *bookedLeases) annotate(l *coordinationv1.Lease) {
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[BookedAnnotation] = string(v)
+	// This leader's own: its tickets are numbered above every earlier
+	// leader's (budget.Ledger.StartTerm).
+	l.Annotations[LastTicketAnnotation] = strconv.FormatUint(own.LastTicket, 10)
 }

@@ -151,7 +151,7 @@ func Run(ctx context.Context, o Options) error {
 		Observe:   m.observe,
 	})
 
-	leases := &bookedLeases{LeasesGetter: cs.CoordinationV1(), booked: srv.Booked, log: log}
+	leases := &bookedLeases{LeasesGetter: cs.CoordinationV1(), promise: srv.Promise, log: log}
 	lease := &resourcelock.LeaseLock{
 		LeaseMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Lease},
 		Client:    leases,
@@ -181,7 +181,8 @@ func Run(ctx context.Context, o Options) error {
 					after -= fresh
 				}
 				now := clk.Now()
-				srv.StartTerm(budget.Term{Now: now, EmptyAt: now.Add(termOffset(now, seen, after, credit)), Stopped: seen, Booked: leases.lastRead(), Gather: budgetapi.TermGather})
+				last := leases.lastRead()
+				srv.StartTerm(budget.Term{Now: now, EmptyAt: now.Add(termOffset(now, seen, after, credit)), Stopped: seen, Booked: last.Booked, LastTicket: last.LastTicket, Gather: budgetapi.TermGather})
 				leading.Store(true)
 				m.leader.Set(1)
 				log.Info("leading: answering agents", "lease", s.Namespace+"/"+s.Lease, "endpoint", s.Endpoint())

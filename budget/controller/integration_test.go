@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -402,6 +403,9 @@ func TestTheNextLeaderBooksAfterWhatTheLastOneHadBooked(t *testing.T) {
 		}
 		if promised = booked["CreateNetworkInterface"]; time.Until(promised) < 25*time.Second {
 			return fmt.Errorf("CreateNetworkInterface booked until %v from now; want the 300 creates' schedule", time.Until(promised))
+		}
+		if n, err := strconv.ParseUint(l.Annotations[controller.LastTicketAnnotation], 10, 64); err != nil || n < last.Ticket {
+			return fmt.Errorf("annotation %s=%q; want the last ticket handed out, at least the 300th create's %d", controller.LastTicketAnnotation, l.Annotations[controller.LastTicketAnnotation], last.Ticket)
 		}
 		return nil
 	})
