@@ -264,6 +264,9 @@ type gathered struct {
 	actions []string
 	// slot is where it was booked once the gathering ended; zero before.
 	slot time.Time
+	// booked says it is a previous leader's ticket, already in the
+	// schedule (gatherTicket): asked is its slot.
+	booked bool
 }
 
 // ticket is a slot charged for a node's request beyond the horizon.
@@ -602,6 +605,11 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 				return g
 			}
 		}
+		if previous {
+			if g, ok := l.gatherTicket(now, r, l.shifted(r.Actions, now.Add(time.Duration(*r.SlotMs)*time.Millisecond))); ok {
+				return g
+			}
+		}
 		return l.redeem(now, r, now.Add(time.Duration(*r.SlotMs)*time.Millisecond), previous)
 	}
 	if g, ok := l.gather(now, r); ok {
@@ -720,6 +728,29 @@ func (l *Ledger) unpromised(now time.Time, r Request) (Grant, bool) {
 	return l.gather(now, r)
 }
 
+// gatherTicket answers a previous leader's ticket, its slot shifted to
+// at, that comes back during the gathering: noted, and handed a slot
+// when its holder comes back after it, in the order of the slots (the
+// tickets that come back during the gathering are those held through
+// the takeover and those due just after it). Redeemed as they came, the
+// tickets held through the takeover were granted in the order of their
+// holders' retries, each on its own two-second phase, not of their
+// slots: a start-up read granted two seconds after its neighbours' put
+// the node's assign behind a hundred others (300 nodes, leader dead 3 s
+// into the join: 795 pods past the takeover plus an attach, 208 gathered).
+// ok false: not in the gathering, or a request that cannot come back to
+// it (not urgent, or no Ask).
+func (l *Ledger) gatherTicket(now time.Time, r Request, at time.Time) (Grant, bool) {
+	if l.gatherUntil.IsZero() || !now.Before(l.gatherUntil) || !r.Urgent || r.Ask == 0 {
+		return Grant{}, false
+	}
+	k := askKey{r.Node, r.Ask}
+	if _, ok := l.asks[k]; !ok {
+		l.asks[k] = &gathered{asked: at, actions: slices.Clone(r.Actions), booked: true}
+	}
+	return Grant{Deferred: l.gatherUntil.Sub(now) + spread(r.Node, l.seq)/gatherSpread}, true
+}
+
 // handOut gives r the slot booked for it at its term's gathering: a
 // ticket to come back with lead before it, or the grant.
 func (l *Ledger) handOut(now time.Time, r Request, slot time.Time, lead time.Duration) Grant {
@@ -768,6 +799,15 @@ func (l *Ledger) queueLate(now time.Time, r Request, asked time.Time) (Grant, bo
 // slot through another failover).
 const gatherLead = 20 * time.Millisecond
 
+// ticketStep spaces the slots of the previous leader's tickets gathered
+// at a term's start (gatherTicket), so that their holders come back, and
+// are granted, in their order, and what each node asks next (a call's
+// latency after its grant) reaches the Ledger in the same order: handed
+// slots a microsecond apart, the early kills of the 300-node failover
+// left 384 to 552 pods past the takeover plus an attach, against 131 to
+// 238 at 5 ms.
+const ticketStep = 5 * time.Millisecond
+
 // gatherSpread divides deferSpread for the holders of gathered requests:
 // they come back within a quarter of a second of the gathering's end.
 const gatherSpread = 4
@@ -795,11 +835,22 @@ func (l *Ledger) bookGathered(now time.Time) {
 		return cmp.Compare(a.ask, b.ask)
 	})
 	l.queue = l.queue[:0]
+	// The previous leader's tickets first (they are in the schedule
+	// already), in their slots' order, each ticketStep after the one
+	// before at least.
+	var last time.Time
 	for _, k := range keys {
-		g := l.asks[k]
-		g.slot = maxTime(l.place(now, g.actions, true), first)
-		l.book(now, g.actions, g.slot)
-		l.queue = append(l.queue, g)
+		if g := l.asks[k]; g.booked {
+			g.slot = maxTime(maxTime(g.asked, first), last.Add(ticketStep))
+			last = g.slot
+		}
+	}
+	for _, k := range keys {
+		if g := l.asks[k]; !g.booked {
+			g.slot = maxTime(l.place(now, g.actions, true), first)
+			l.book(now, g.actions, g.slot)
+			l.queue = append(l.queue, g)
+		}
 	}
 }
 
@@ -836,11 +887,7 @@ func (l *Ledger) grant(now time.Time, actions []string, at time.Time) Grant {
 // leader booked them.
 func (l *Ledger) redeem(now time.Time, r Request, slot time.Time, previous bool) Grant {
 	if previous {
-		var shift time.Duration
-		for _, name := range r.Actions {
-			shift = max(shift, l.action(name).shift)
-		}
-		slot = slot.Add(shift)
+		slot = l.shifted(r.Actions, slot)
 	}
 	at := maxTime(slot, now)
 	for _, name := range r.Actions {
@@ -864,6 +911,16 @@ func (l *Ledger) redeem(now time.Time, r Request, slot time.Time, previous bool)
 	}
 	// Otherwise it came back early: its slot holds.
 	return Grant{Deferred: d - l.cfg.Horizon/2, Ticket: l.lastTicket, Slot: d}
+}
+
+// shifted is when this term grants a previous leader's ticket for
+// actions booked at slot (StartTerm).
+func (l *Ledger) shifted(actions []string, slot time.Time) time.Time {
+	var shift time.Duration
+	for _, name := range actions {
+		shift = max(shift, l.action(name).shift)
+	}
+	return slot.Add(shift)
 }
 
 // ActionStats is one action's schedule, for metrics and status.
