@@ -54,8 +54,7 @@ type Config struct {
 	// (shareClimb). Default 60 s.
 	Recovery time.Duration
 	// Floor is the lowest fraction of the granted rate a refusal takes it
-	// down to.
-	// Default 0.1.
+	// down to. Default 0.1.
 	Floor float64
 	// PressureHold is how long a subnet stays under pressure after a
 	// node last found it out of addresses. Default 10 min.
@@ -387,8 +386,8 @@ const shareSpan = 10 * time.Second
 // against a client that calls at an even pace (its grants are spaced at
 // the refill), so a rate climbing past what the others leave is not
 // refused: the others are, and the Ledger cannot hear it. Climbing back
-// in a minute, a shared account's other client was refused on 28% of
-// its calls in a 1,000-node join; in four, on 5% (BENCHMARKS.md, a
+// in a minute, a shared account's other client was refused on 18% of
+// its calls in a 1,000-node join; in four, on 4% (BENCHMARKS.md, a
 // shared account).
 const shareClimb = 4
 
@@ -397,11 +396,12 @@ const shareClimb = 4
 // what the account's other clients leave, holds there for Recovery, and
 // is won back shareClimb times slower than a halved rate; it falls by
 // half at most, and by half when there is no measure (the first
-// refusal), and is won back from then on (AIMD). The refusals of one wave, which nodes report at their next
-// requests over several seconds, are one decrease: each report a second
-// after the last halved the rate again, one wave took it to its floor,
-// and a shared account's join ran at a fraction of what the other
-// client left (BENCHMARKS.md, a shared account).
+// refusal), and is won back from then on (AIMD). The refusals of one
+// wave, which nodes report at their next requests over several seconds,
+// are one decrease: each report a second after the last halved the rate
+// again, one wave took it to its floor, and a shared account's join ran
+// at a fraction of what the other client left (BENCHMARKS.md, a shared
+// account).
 func (l *Ledger) throttle(a *action, now time.Time) {
 	a.throttled++
 	if !a.decreased.IsZero() && now.Sub(a.decreased) < shareSpan {
@@ -599,18 +599,18 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 		return Grant{Wait: max(t.at.Sub(now), 0)}
 	}
 	if r.SlotMs != nil && r.Ticket != 0 {
-		previous := r.Ticket < l.firstTicket
+		slot, previous := now.Add(time.Duration(*r.SlotMs)*time.Millisecond), r.Ticket < l.firstTicket
 		if previous && l.term.LastTicket != 0 && r.Ticket > l.term.LastTicket {
 			if g, ok := l.unpromised(now, r); ok {
 				return g
 			}
 		}
 		if previous {
-			if g, ok := l.gatherTicket(now, r, l.shifted(r.Actions, now.Add(time.Duration(*r.SlotMs)*time.Millisecond))); ok {
+			if g, ok := l.gatherTicket(now, r, l.shifted(r.Actions, slot)); ok {
 				return g
 			}
 		}
-		return l.redeem(now, r, now.Add(time.Duration(*r.SlotMs)*time.Millisecond), previous)
+		return l.redeem(now, r, slot, previous)
 	}
 	if g, ok := l.gather(now, r); ok {
 		return g

@@ -32,7 +32,8 @@ const BookedAnnotation = "budget.vpcnet.io/booked"
 // slot again, places it by its age instead (budget.Term.LastTicket).
 const LastTicketAnnotation = "budget.vpcnet.io/last-ticket"
 
-// bookedLeases carries BookedAnnotation through client-go's LeaseLock,
+// bookedLeases carries BookedAnnotation and LastTicketAnnotation through
+// client-go's LeaseLock,
 // which writes only the Lease's spec: every update of the Lease writes
 // the schedule booked (the leader's, and what the Lease said before, per
 // action the later: a leader writes the promise it took over with its
