@@ -73,17 +73,8 @@ func TestEveryEC2ChangeOfTheAgentIsGrantedByTheBudgetController(t *testing.T) {
 	n := w.node("i-node1", map[string]string{"WARM_ENI_TARGET": "0", "WARM_IP_TARGET": "1", "VPCNET_ADD_WAIT": "20s"})
 	n.budget = budgetapi.NewClient(budgetapi.ClientOptions{Node: "i-node1",
 		Endpoint: func(context.Context) (string, error) { return ctl.url, nil }})
-	o := n.options(t)
-	fx := &heldWork{}
-	o.Effects, o.Clock = fx, clk
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, fx, _ := startHeldAs(t, n, func(o *Options) { o.Clock = clk })
 	ctx := context.Background()
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// An m5.large holds 9 pods on its primary ENI: the tenth and later
 	// need a second ENI while they wait.
 	var replies []<-chan nodestate.Reply
@@ -243,18 +234,9 @@ func (b *needBudget) HoldChanges() <-chan struct{}                          { re
 // fill when the fill's job asks.
 func TestAJobPodsWaitForTellsTheBudgetSinceWhenTheyWait(t *testing.T) {
 	n := newWorld(t).node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
-	o := n.options(t)
 	b := &needBudget{needs: map[string][]budgetapi.Need{}}
-	fx := &heldWork{}
-	o.Effects, o.Budget = fx, b
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, fx, _ := startHeldAs(t, n, func(o *Options) { o.Budget = b })
 	ctx := context.Background()
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	before := time.Now()
 	a.Submit(ctx, func(id uint64) nodestate.Event {
 		return nodestate.AddRequest{ID: id, Key: key(1), Pod: pod(1)}

@@ -44,10 +44,19 @@ func (h *heldWork) next(write bool) (Work, bool) {
 // until the test runs it; o is its options (its checkpoint's path).
 func startHeld(t *testing.T) (a *Agent, fx *heldWork, o Options) {
 	t.Helper()
-	n := newWorld(t).node("i-node1", map[string]string{"WARM_IP_TARGET": "2"})
+	return startHeldAs(t, newWorld(t).node("i-node1", map[string]string{"WARM_IP_TARGET": "2"}), nil)
+}
+
+// startHeldAs starts n's agent, its options changed by edit (if not
+// nil), with its work waiting in fx until the test runs it.
+func startHeldAs(t *testing.T, n *node, edit func(*Options)) (a *Agent, fx *heldWork, o Options) {
+	t.Helper()
 	o = n.options(t)
 	fx = &heldWork{}
 	o.Effects = fx
+	if edit != nil {
+		edit(&o)
+	}
 	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)

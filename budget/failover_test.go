@@ -235,6 +235,67 @@ func refused(calls []grantedCall) (time.Time, string, bool) {
 	return time.Time{}, "", true
 }
 
+// clientJob plays the agents' budget client for node's one urgent job of
+// actions, first asked at first: it asks whichever ledger leads (nil:
+// none, and it holds the job, asking again two seconds later, on its own
+// phase), comes back with its ticket when deferred with one, and says
+// how long the job has been needed (age, from first and from when it
+// was first held). granted hears the grant.
+func clientJob(q *evq, leader func(time.Time) *Ledger, node string, actions []string, first time.Time,
+	age func(now, held time.Time) time.Duration, granted func(l *Ledger, at time.Time)) {
+	var held time.Time
+	var ask func(now time.Time, ticket uint64, slot time.Time)
+	ask = func(now time.Time, ticket uint64, slot time.Time) {
+		l := leader(now)
+		if l == nil {
+			if held.IsZero() {
+				held = now
+			}
+			q.at(now.Add(2*time.Second), func(now time.Time) { ask(now, ticket, slot) })
+			return
+		}
+		r := Request{Node: node, Actions: actions, Urgent: true, Ask: 1, AgeMs: age(now, held).Milliseconds(), Ticket: ticket}
+		if ticket != 0 {
+			r.SlotMs = SlotMs(slot, now)
+		}
+		g := l.Reserve(now, r)
+		if !g.Granted() {
+			q.at(now.Add(g.Deferred), func(next time.Time) { ask(next, g.Ticket, now.Add(g.Slot)) })
+			return
+		}
+		granted(l, now.Add(g.Wait))
+	}
+	q.at(first, func(now time.Time) { ask(now, 0, time.Time{}) })
+}
+
+// takeOver plays a leader that writes its promise into its Lease at
+// promised for the last time and dies at stop, and the standby that
+// takes over at term with the controller's gathering: leader says which
+// answers at a time (nil: none).
+func takeOver(q *evq, cfg Config, promised, stop, term time.Time) (leader func(time.Time) *Ledger) {
+	old, next := New(cfg), New(cfg)
+	var p Promise
+	q.at(promised, func(now time.Time) { p = old.Promise(now) })
+	q.at(term, func(now time.Time) {
+		next.StartTerm(Term{Now: now, EmptyAt: now.Add(-7 * time.Second), Stopped: promised, Booked: p.Booked, LastTicket: p.LastTicket, Gather: 2500 * time.Millisecond})
+	})
+	return func(now time.Time) *Ledger {
+		switch {
+		case now.Before(stop):
+			return old
+		case now.Before(term):
+			return nil
+		}
+		return next
+	}
+}
+
+// sinceFirst is a job's age counted from its first ask: its pods have
+// waited since.
+func sinceFirst(first time.Time) func(now, held time.Time) time.Duration {
+	return func(now, _ time.Time) time.Duration { return now.Sub(first) }
+}
+
 // ev is an event of failoverJoin's timeline; seq keeps events of one
 // instant in the order they were made.
 type ev struct {
@@ -415,28 +476,19 @@ func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 	var q evq
 	granted := make([]time.Time, nodes+1)
 	var calls []grantedCall
+	leader := func(now time.Time) *Ledger {
+		if now.Before(term) {
+			return nil
+		}
+		return l
+	}
 	// job i is first needed at first and first asked at asked.
 	job := func(i int, first, asked time.Time) {
 		node := fmt.Sprintf("n%d", i)
-		var ask func(now time.Time, ticket uint64, slot time.Time)
-		ask = func(now time.Time, ticket uint64, slot time.Time) {
-			if now.Before(term) { // no leader: the client holds the job
-				q.at(now.Add(2*time.Second), func(now time.Time) { ask(now, 0, time.Time{}) })
-				return
-			}
-			r := Request{Node: node, Actions: create, Urgent: true, Ask: 7, AgeMs: now.Sub(first).Milliseconds(), Ticket: ticket}
-			if ticket != 0 {
-				r.SlotMs = SlotMs(slot, now)
-			}
-			g := l.Reserve(now, r)
-			if !g.Granted() {
-				q.at(now.Add(g.Deferred), func(next time.Time) { ask(next, g.Ticket, now.Add(g.Slot)) })
-				return
-			}
-			granted[i] = now.Add(g.Wait)
-			calls = append(calls, grantedCall{call{granted[i], create[0]}, l, node, 0})
-		}
-		q.at(asked, func(now time.Time) { ask(now, 0, time.Time{}) })
+		clientJob(&q, leader, node, create, asked, sinceFirst(first), func(l *Ledger, at time.Time) {
+			granted[i] = at
+			calls = append(calls, grantedCall{call{at, create[0]}, l, node, 0})
+		})
 	}
 	firstOf := func(i int) time.Time { return stop.Add(time.Duration(i) * 130 * time.Millisecond) }
 	for i := range nodes {
@@ -484,48 +536,15 @@ func TestTicketsBookedAfterTheLastPromiseAreGrantedAmongTheHeldJobsByAge(t *test
 	assign := []string{"AssignPrivateIpAddresses"}
 	renewal, stop := t0.Add(time.Second), t0.Add(2*time.Second)
 	term := stop.Add(16 * time.Second)
-	old, next := New(cfg), New(cfg)
-	var promise Promise
 	q := &evq{}
-	q.at(renewal, func(now time.Time) { promise = old.Promise(now) })
-	q.at(term, func(now time.Time) {
-		next.StartTerm(Term{Now: now, EmptyAt: now.Add(-7 * time.Second), Stopped: renewal, Booked: promise.Booked, LastTicket: promise.LastTicket, Gather: 2500 * time.Millisecond})
-	})
-	leader := func(now time.Time) *Ledger {
-		switch {
-		case now.Before(stop):
-			return old
-		case now.Before(term):
-			return nil
-		}
-		return next
-	}
+	leader := takeOver(q, cfg, renewal, stop, term)
 	var calls []grantedCall
 	granted := map[string]time.Time{}
-	// job asks for node's assign, first needed at first, as the agents'
-	// client does: holding it while no leader answers, coming back with
-	// its ticket when deferred with one.
 	job := func(node string, first time.Time) {
-		var ask func(now time.Time, ticket uint64, slot time.Time)
-		ask = func(now time.Time, ticket uint64, slot time.Time) {
-			l := leader(now)
-			if l == nil {
-				q.at(now.Add(2*time.Second), func(now time.Time) { ask(now, ticket, slot) })
-				return
-			}
-			r := Request{Node: node, Actions: assign, Urgent: true, Ask: 1, AgeMs: now.Sub(first).Milliseconds(), Ticket: ticket}
-			if ticket != 0 {
-				r.SlotMs = SlotMs(slot, now)
-			}
-			g := l.Reserve(now, r)
-			if !g.Granted() {
-				q.at(now.Add(g.Deferred), func(next time.Time) { ask(next, g.Ticket, now.Add(g.Slot)) })
-				return
-			}
-			granted[node] = now.Add(g.Wait)
-			calls = append(calls, grantedCall{call{granted[node], assign[0]}, l, node, 0})
-		}
-		q.at(first, func(now time.Time) { ask(now, 0, time.Time{}) })
+		clientJob(q, leader, node, assign, first, sinceFirst(first), func(l *Ledger, at time.Time) {
+			granted[node] = at
+			calls = append(calls, grantedCall{call{at, assign[0]}, l, node, 0})
+		})
 	}
 	for i := range 150 { // before the renewal: the burst, then tickets
 		job(fmt.Sprintf("p%d", i), t0.Add(time.Duration(i)*time.Millisecond))
@@ -571,52 +590,23 @@ func TestTicketsHeldThroughATakeoverAreGrantedInTheirSlotsOrder(t *testing.T) {
 	read := []string{"DescribeNetworkInterfaces"}
 	stop := t0.Add(3 * time.Second)
 	term := stop.Add(16 * time.Second)
-	old, next := New(cfg), New(cfg)
 	q := &evq{}
-	q.at(term, func(now time.Time) {
-		next.StartTerm(Term{Now: now, EmptyAt: now.Add(-7 * time.Second), Stopped: stop, Booked: old.Booked(stop), LastTicket: old.Promise(stop).LastTicket, Gather: 2500 * time.Millisecond})
-	})
-	leader := func(now time.Time) *Ledger {
-		switch {
-		case now.Before(stop):
-			return old
-		case now.Before(term):
-			return nil
-		}
-		return next
-	}
+	leader := takeOver(q, cfg, stop, stop, term)
 	const nodes = 300
 	var calls []grantedCall
 	granted := make([]time.Time, nodes)
+	sinceHeld := func(now, held time.Time) time.Duration {
+		if held.IsZero() {
+			return 0
+		}
+		return now.Sub(held)
+	}
 	for i := range nodes {
 		node := fmt.Sprintf("n%d", i)
-		var held time.Time
-		var ask func(now time.Time, ticket uint64, slot time.Time)
-		ask = func(now time.Time, ticket uint64, slot time.Time) {
-			l := leader(now)
-			if l == nil { // the client holds the job, retrying on its own phase
-				if held.IsZero() {
-					held = now
-				}
-				q.at(now.Add(2*time.Second), func(now time.Time) { ask(now, ticket, slot) })
-				return
-			}
-			r := Request{Node: node, Actions: read, Urgent: true, Ask: 1, Ticket: ticket}
-			if ticket != 0 {
-				r.SlotMs = SlotMs(slot, now)
-			}
-			if !held.IsZero() {
-				r.AgeMs = now.Sub(held).Milliseconds()
-			}
-			g := l.Reserve(now, r)
-			if !g.Granted() {
-				q.at(now.Add(g.Deferred), func(next time.Time) { ask(next, g.Ticket, now.Add(g.Slot)) })
-				return
-			}
-			granted[i] = now.Add(g.Wait)
-			calls = append(calls, grantedCall{call{granted[i], read[0]}, l, node, 0})
-		}
-		q.at(t0.Add(time.Duration(i)*time.Millisecond), func(now time.Time) { ask(now, 0, time.Time{}) })
+		clientJob(q, leader, node, read, t0.Add(time.Duration(i)*time.Millisecond), sinceHeld, func(l *Ledger, at time.Time) {
+			granted[i] = at
+			calls = append(calls, grantedCall{call{at, read[0]}, l, node, 0})
+		})
 	}
 	q.run()
 	if at, a, ok := refused(calls); !ok {

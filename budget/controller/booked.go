@@ -33,12 +33,12 @@ const BookedAnnotation = "budget.vpcnet.io/booked"
 const LastTicketAnnotation = "budget.vpcnet.io/last-ticket"
 
 // bookedLeases carries BookedAnnotation and LastTicketAnnotation through
-// client-go's LeaseLock,
-// which writes only the Lease's spec: every update of the Lease writes
-// the schedule booked (the leader's, and what the Lease said before, per
-// action the later: a leader writes the promise it took over with its
-// first renewal, before its own schedule has any of it), and every read
-// remembers what the Lease said.
+// client-go's LeaseLock, which writes only the Lease's spec: every update
+// of the Lease writes the schedule booked (the leader's, and what the
+// Lease said before, per action the later: a leader writes the promise
+// it took over with its first renewal, before its own schedule has any
+// of it) and the leader's last ticket, and every read remembers what the
+// Lease said.
 type bookedLeases struct {
 	coordinationv1client.LeasesGetter
 	// promise is this replica's schedule now.
