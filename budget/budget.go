@@ -300,19 +300,18 @@ type action struct {
 	// decrease: 1 until EC2 refuses, then what the account's other
 	// clients leave (share), or half when that is not known yet; rate()
 	// wins back (1-Floor) of the granted rate per climb from recover on.
-	factor    float64
-	decreased time.Time
-	recover   time.Time
-	climb     time.Duration
-	// since is the span from the last refusal, over which the next
-	// measures the other clients' spend (share).
+	factor  float64
+	recover time.Time
+	climb   time.Duration
+	// since is the span from the last decrease, over which the next
+	// refusal measures the other clients' spend (share).
 	since span
 	// Counters, for Stats.
 	grants, deferrals, throttled uint64
 }
 
-// span is an action's bucket from a refusal on: the action's counters
-// then, to tell what the cluster spent of it since.
+// span is an action's bucket from a decrease (a refusal) on: the
+// action's counters then, to tell what the cluster spent of it since.
 type span struct {
 	from              time.Time
 	grants, throttled uint64
@@ -404,7 +403,7 @@ const shareClimb = 4
 // account).
 func (l *Ledger) throttle(a *action, now time.Time) {
 	a.throttled++
-	if !a.decreased.IsZero() && now.Sub(a.decreased) < shareSpan {
+	if !a.since.from.IsZero() && now.Sub(a.since.from) < shareSpan {
 		return
 	}
 	r := l.rate(a, now)
@@ -413,7 +412,6 @@ func (l *Ledger) throttle(a *action, now time.Time) {
 	} else {
 		a.factor, a.recover, a.climb = max(r/2, l.cfg.Floor), now, l.cfg.Recovery
 	}
-	a.decreased = now
 	a.since = span{from: now, grants: a.grants, throttled: a.throttled}
 }
 
@@ -524,19 +522,21 @@ func (l *Ledger) Promise(now time.Time) Promise {
 	return Promise{Booked: l.Booked(now), LastTicket: l.lastTicket}
 }
 
-// LaterBooked is what a leader promises when it renews its Lease: per
-// action the later of what the Lease said before (the promise it took
-// over, which its own schedule may not hold yet) and its own Booked.
-func LaterBooked(read, own map[string]time.Time) map[string]time.Time {
-	out := make(map[string]time.Time, len(read)+len(own))
-	for _, m := range []map[string]time.Time{read, own} {
+// Renewal is what a leader promises when it renews its Lease: per
+// action the later of what the Lease said before (read: the promise it
+// took over, which its own schedule may not hold yet) and its own
+// booked schedule, and its own last ticket (numbered above every
+// earlier leader's: StartTerm).
+func Renewal(read, own Promise) Promise {
+	out := make(map[string]time.Time, len(read.Booked)+len(own.Booked))
+	for _, m := range []map[string]time.Time{read.Booked, own.Booked} {
 		for a, t := range m {
 			if t.After(out[a]) {
 				out[a] = t
 			}
 		}
 	}
-	return out
+	return Promise{Booked: out, LastTicket: own.LastTicket}
 }
 
 // Booked is how far each action's schedule is booked: the promise the

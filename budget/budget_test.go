@@ -161,15 +161,7 @@ func TestAFirstRefusalHalvesTheRateAndRecoveryWinsItBack(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Recovery = time.Minute
 	l := New(cfg)
-	rate := func(at time.Time) float64 {
-		for _, s := range l.Stats(at) {
-			if s.Action == "CreateNetworkInterface" {
-				return s.Rate
-			}
-		}
-		t.Fatal("no stats for CreateNetworkInterface")
-		return 0
-	}
+	rate := func(at time.Time) float64 { return rateOf(t, l, "CreateNetworkInterface", at) }
 	l.Reserve(t0, Request{Node: "n", Actions: []string{"CreateNetworkInterface"}})
 	if r := rate(t0); r < 4.49 || r > 4.51 {
 		t.Fatalf("rate %v; want 4.5 (5/s at 90%%)", r)

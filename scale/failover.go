@@ -111,8 +111,7 @@ func (e *election) loop(i int) {
 	wait := retryPeriod
 	if e.holder == i {
 		e.renewed = now
-		own := rp.ledger.Promise(now)
-		e.promise = budget.Promise{Booked: budget.LaterBooked(rp.read.Booked, own.Booked), LastTicket: own.LastTicket}
+		e.promise = budget.Renewal(rp.read, rp.ledger.Promise(now))
 	} else {
 		wait += time.Duration(e.rng.Float64() * retryJitter * float64(retryPeriod))
 		rp.read = e.promise

@@ -205,8 +205,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
 	o.Margin = cmpOr(o.Margin, budget.DefaultConfig().Margin)
-	if !(o.Margin > 0 && o.Margin <= 1) {
-		return nil, fmt.Errorf("margin %v: want the share of every bucket the budget controller grants, above 0 and at most 1 (its default is 0.9)", o.Margin)
+	bc := o.Account.budgetConfig()
+	bc.Margin = o.Margin
+	if err := bc.Validate(); err != nil {
+		return nil, fmt.Errorf("--margin: %w", err)
 	}
 	var baseline *Report
 	if sc.Name == "failover" {

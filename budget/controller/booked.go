@@ -111,8 +111,8 @@ func (b *bookedLeases) remember(l *coordinationv1.Lease) {
 // annotate writes the schedule booked and the last ticket into l, the
 // Lease about to be written.
 func (b *bookedLeases) annotate(l *coordinationv1.Lease) {
-	own := b.promise()
-	v, err := json.Marshal(budget.LaterBooked(b.lastRead().Booked, own.Booked))
+	p := budget.Renewal(b.lastRead(), b.promise())
+	v, err := json.Marshal(p.Booked)
 	if err != nil {
 		return // a map of times always marshals
 	}
@@ -121,7 +121,5 @@ func (b *bookedLeases) annotate(l *coordinationv1.Lease) {
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[BookedAnnotation] = string(v)
-	// This leader's own: its tickets are numbered above every earlier
-	// leader's (budget.Ledger.StartTerm).
-	l.Annotations[LastTicketAnnotation] = strconv.FormatUint(own.LastTicket, 10)
+	l.Annotations[LastTicketAnnotation] = strconv.FormatUint(p.LastTicket, 10)
 }
