@@ -531,39 +531,20 @@ func TestJobsHeldThroughATakeoverAreGrantedInTheOrderFirstAsked(t *testing.T) {
 // take their places among the held jobs by age: every one is granted
 // before every held job first needed after it, and EC2 refuses nothing.
 func TestTicketsBookedAfterTheLastPromiseAreGrantedAmongTheHeldJobsByAge(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Horizon = 3 * time.Second
-	assign := []string{"AssignPrivateIpAddresses"}
 	renewal, stop := t0.Add(time.Second), t0.Add(2*time.Second)
-	term := stop.Add(16 * time.Second)
-	q := &evq{}
-	leader := takeOver(q, cfg, renewal, stop, term)
-	var calls []grantedCall
-	granted := map[string]time.Time{}
-	job := func(node string, first time.Time) {
-		clientJob(q, leader, node, assign, first, sinceFirst(first), func(l *Ledger, at time.Time) {
-			granted[node] = at
-			calls = append(calls, grantedCall{call{at, assign[0]}, l, node, 0})
-		})
-	}
+	var jobs []assignJob
 	for i := range 150 { // before the renewal: the burst, then tickets
-		job(fmt.Sprintf("p%d", i), t0.Add(time.Duration(i)*time.Millisecond))
+		jobs = append(jobs, assignJob{fmt.Sprintf("p%d", i), t0.Add(time.Duration(i) * time.Millisecond), time.Time{}})
 	}
 	unpromised := func(i int) time.Time { return renewal.Add(time.Duration(i+1) * 20 * time.Millisecond) }
 	for i := range 40 {
-		job(fmt.Sprintf("u%d", i), unpromised(i))
+		jobs = append(jobs, assignJob{fmt.Sprintf("u%d", i), unpromised(i), time.Time{}})
 	}
 	heldFirst := func(i int) time.Time { return stop.Add(time.Second + time.Duration(i)*300*time.Millisecond) }
 	for i := range 40 {
-		job(fmt.Sprintf("h%d", i), heldFirst(i))
+		jobs = append(jobs, assignJob{fmt.Sprintf("h%d", i), heldFirst(i), time.Time{}})
 	}
-	q.run()
-	if len(granted) != 230 {
-		t.Fatalf("%d jobs granted; want 230", len(granted))
-	}
-	if at, a, ok := refused(calls); !ok {
-		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
-	}
+	granted := assignsThroughATakeover(t, renewal, stop, stop.Add(16*time.Second), jobs)
 	for i := range 40 {
 		u := fmt.Sprintf("u%d", i)
 		for j := range 40 {
@@ -573,6 +554,48 @@ func TestTicketsBookedAfterTheLastPromiseAreGrantedAmongTheHeldJobsByAge(t *test
 			}
 		}
 	}
+}
+
+// assignJob is an assign asked first at first, needed since needed (zero:
+// since first).
+type assignJob struct {
+	name          string
+	first, needed time.Time
+}
+
+// assignsThroughATakeover plays jobs, in their order, through a leader
+// that writes its promise for the last time at renewal and dies at stop,
+// and the standby that takes over at term (takeOver, with the controller's
+// horizon), each job's holder asking as an agent's budget client does
+// (clientJob). It fails t unless every job is granted and EC2 refuses
+// none of the calls, and returns when each was granted, by name.
+func assignsThroughATakeover(t *testing.T, renewal, stop, term time.Time, jobs []assignJob) map[string]time.Time {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Horizon = 3 * time.Second
+	assign := []string{"AssignPrivateIpAddresses"}
+	q := &evq{}
+	leader := takeOver(q, cfg, renewal, stop, term)
+	var calls []grantedCall
+	granted := map[string]time.Time{}
+	for _, j := range jobs {
+		needed := j.needed
+		if needed.IsZero() {
+			needed = j.first
+		}
+		clientJob(q, leader, j.name, assign, j.first, sinceFirst(needed), func(l *Ledger, at time.Time) {
+			granted[j.name] = at
+			calls = append(calls, grantedCall{call{at, assign[0]}, l, j.name, 0})
+		})
+	}
+	q.run()
+	if len(granted) != len(jobs) {
+		t.Fatalf("%d jobs granted; want %d", len(granted), len(jobs))
+	}
+	if at, a, ok := refused(calls); !ok {
+		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
+	}
+	return granted
 }
 
 // The tickets whose slots pass during a takeover come back to the next
@@ -634,36 +657,17 @@ func TestTicketsHeldThroughATakeoverAreGrantedInTheirSlotsOrder(t *testing.T) {
 // ticket's node (its ENI) came behind theirs: 13 nodes' pods waited
 // past the takeover and an attach.
 func TestJobsHeldThroughATakeoverAreGrantedBehindThePreviousLeadersTicketsDueThen(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Horizon = 3 * time.Second
-	assign := []string{"AssignPrivateIpAddresses"}
 	stop := t0.Add(2 * time.Second)
 	term := stop.Add(16 * time.Second)
-	q := &evq{}
-	leader := takeOver(q, cfg, stop, stop, term)
-	var calls []grantedCall
-	granted := map[string]time.Time{}
-	job := func(node string, first time.Time, age func(now, held time.Time) time.Duration) {
-		clientJob(q, leader, node, assign, first, age, func(l *Ledger, at time.Time) {
-			granted[node] = at
-			calls = append(calls, grantedCall{call{at, assign[0]}, l, node, 0})
-		})
-	}
+	var jobs []assignJob
 	for i := range 120 { // the burst, then tickets due within the takeover
-		first := t0.Add(time.Duration(i) * time.Millisecond)
-		job(fmt.Sprintf("p%d", i), first, sinceFirst(first))
+		jobs = append(jobs, assignJob{fmt.Sprintf("p%d", i), t0.Add(time.Duration(i) * time.Millisecond), time.Time{}})
 	}
 	needed := t0.Add(-10 * time.Second) // before any ticket was booked
 	for i := range 40 {
-		job(fmt.Sprintf("h%d", i), stop.Add(time.Second+time.Duration(i)*100*time.Millisecond), sinceFirst(needed))
+		jobs = append(jobs, assignJob{fmt.Sprintf("h%d", i), stop.Add(time.Second + time.Duration(i)*100*time.Millisecond), needed})
 	}
-	q.run()
-	if len(granted) != 160 {
-		t.Fatalf("%d jobs granted; want 160", len(granted))
-	}
-	if at, a, ok := refused(calls); !ok {
-		t.Fatalf("EC2 would refuse %s at %v", a, at.Sub(t0))
-	}
+	granted := assignsThroughATakeover(t, stop, stop, term, jobs)
 	for i := range 120 {
 		p := fmt.Sprintf("p%d", i)
 		for j := range 40 {
