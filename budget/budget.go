@@ -854,11 +854,13 @@ func (l *Ledger) bookGathered(now time.Time) {
 	// actions, however long its pods have waited: the previous leader
 	// booked the tickets before the request was asked (or, for a ticket
 	// booked after its last promise, before that ticket), and would have
-	// booked it behind them. Handed the gathering's end with the tickets
-	// a moment apart after it, the held jobs of a 300-node join whose
-	// leader died 3 s in were granted ahead of the tickets, and the next
-	// job of each ticket's node (its ENI) came behind theirs: 208 pods
-	// waited past the takeover plus an attach.
+	// booked it behind them. The schedule's place for it is behind them
+	// (GCRA's slots are in the order booked), but the tickets were just
+	// handed slots ticketStep apart from the gathering's end, after
+	// their own: handed the gathering's end, the held jobs of a 300-node
+	// join whose leader died 3 s in were granted ahead of the tickets,
+	// and the next job of each ticket's node (its ENI) came behind
+	// theirs: 208 pods waited past the takeover plus an attach.
 	for _, k := range keys {
 		if g := l.asks[k]; !g.booked {
 			g.slot = maxTime(l.place(now, g.actions, true), first)
