@@ -600,12 +600,12 @@ func (l *Ledger) reserve(now time.Time, r Request) Grant {
 	}
 	if r.SlotMs != nil && r.Ticket != 0 {
 		slot, previous := now.Add(time.Duration(*r.SlotMs)*time.Millisecond), r.Ticket < l.firstTicket
-		if previous && l.term.LastTicket != 0 && r.Ticket > l.term.LastTicket {
-			if g, ok := l.unpromised(now, r); ok {
-				return g
-			}
-		}
 		if previous {
+			if l.term.LastTicket != 0 && r.Ticket > l.term.LastTicket {
+				if g, ok := l.unpromised(now, r); ok {
+					return g
+				}
+			}
 			if g, ok := l.gatherTicket(now, r, l.shifted(r.Actions, slot)); ok {
 				return g
 			}

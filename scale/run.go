@@ -205,9 +205,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("nodes %d: need at least one", o.Nodes)
 	}
 	o.Margin = cmpOr(o.Margin, budget.DefaultConfig().Margin)
-	bc := o.Account.budgetConfig()
-	bc.Margin = o.Margin
-	if err := bc.Validate(); err != nil {
+	if err := o.budgetConfig().Validate(); err != nil {
 		return nil, fmt.Errorf("--margin: %w", err)
 	}
 	var baseline *Report
@@ -362,7 +360,7 @@ func (r *run) measure() {
 	}
 	r.start = r.now()
 	if r.opts.Budget {
-		r.budget = newController(r.budgetConfig())
+		r.budget = newController(r.opts.budgetConfig())
 		for _, n := range r.nodes {
 			if n.agent != nil {
 				r.budget.watchPressure(n, n.gen, nil)
@@ -469,11 +467,11 @@ func playShared(r *run) {
 	oc.stop()
 }
 
-// budgetConfig is the controller's Ledger for the run.
-func (r *run) budgetConfig() budget.Config {
-	cfg := r.opts.Account.budgetConfig()
-	cfg.Margin = r.opts.Margin
-	if r.opts.NoHorizon {
+// budgetConfig is the controller's Ledger for a run with options o.
+func (o Options) budgetConfig() budget.Config {
+	cfg := o.Account.budgetConfig()
+	cfg.Margin = o.Margin
+	if o.NoHorizon {
 		cfg.Horizon = 0
 	}
 	return cfg
@@ -485,7 +483,7 @@ func (r *run) budgetConfig() budget.Config {
 func playFailover(r *run) {
 	r.measure()
 	r.need(func(int) int { return r.opts.PodsPerNode }, true)
-	el := newElection(r, r.budgetConfig())
+	el := newElection(r, r.opts.budgetConfig())
 	r.budget.el, r.budget.l, r.budget.noHold = el, nil, r.opts.NoHold
 	r.q.at(r.start.Add(failoverAt(r.opts, r.lowerBound())), el.kill)
 	r.bootAll()
